@@ -1,0 +1,25 @@
+# The two commands: `make demo` and `make test`. Both set up the environment (tools/in-env).
+IN_ENV := tools/in-env
+BUILD := build
+
+.PHONY: all build demo test test-cpp test-py clean env
+
+all: build
+
+env:
+	$(IN_ENV) true
+
+build:
+	$(IN_ENV) bash -c 'cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null && ninja -C $(BUILD)'
+
+demo: build
+	$(IN_ENV) python3 examples/mlp.py
+
+test: build
+	$(IN_ENV) bash -c './$(BUILD)/tpu_cpp_tests --gtest_brief=1 && python3 -m pytest -q -n 2 tests/python'
+
+test-cpp: build
+	$(IN_ENV) ./$(BUILD)/tpu_cpp_tests --gtest_brief=1
+
+clean:
+	rm -rf $(BUILD) torch_tpu/_C*.so

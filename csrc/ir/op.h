@@ -1,0 +1,46 @@
+// OpCode and the per-op metadata read from ops.def (name, arity, kind, allowed dtypes, traits).
+#pragma once
+#include <cstdint>
+
+#include "ir/dtype.h"
+
+namespace torch_tpu::ir {
+
+enum class OpCode : uint8_t {
+#define UNARY(name, hlo, dt) name,
+#define BINARY(name, hlo, dt, traits) name,
+#define OTHER(name, hlo, arity, kind) name,
+#include "ir/ops.def"
+  kNumOps
+};
+
+enum class OpKind : uint8_t { kUnary, kBinary, kElementwise, kLeaf, kShape, kReduce, kDot, kRng };
+
+// Allowed-dtype classes (bit set).
+enum : uint8_t { F = 1, I = 2, B = 4, N = F | I, A = F | I | B };
+// Traits.
+enum : uint8_t { kCommutative = 1 };
+
+struct OpInfo {
+  const char* name;  // our name, e.g. "Add"
+  const char* hlo;   // StableHLO op name, e.g. "add"
+  int arity;         // -1 = variadic
+  OpKind kind;
+  uint8_t dtypes;    // allowed operand dtype classes (unary/binary)
+  uint8_t traits;
+};
+
+const OpInfo& op_info(OpCode op);
+
+inline bool is_elementwise(OpCode op) {
+  OpKind k = op_info(op).kind;
+  return k == OpKind::kUnary || k == OpKind::kBinary || k == OpKind::kElementwise;
+}
+inline uint8_t dtype_class(DType t) { return is_float(t) ? F : is_bool(t) ? B : I; }
+
+enum class Cmp : uint8_t { EQ, NE, LT, LE, GT, GE };
+enum class Reducer : uint8_t { Sum, Prod, Max, Min, And, Or };
+// Matmul precision (TPU semantics): DEFAULT = 1 bf16 pass, HIGH = 3 passes, HIGHEST = fp32.
+enum class Precision : uint8_t { Default, High, Highest };
+
+}  // namespace torch_tpu::ir
