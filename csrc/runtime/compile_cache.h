@@ -1,0 +1,49 @@
+// The compile cache shared by every execution mode: graph hash -> Executable, with
+// TorchTPU-style stats (requests, hits, per-entry compile time and read count).
+// Thread-safe.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/runtime.h"
+
+namespace torch_tpu::runtime {
+
+struct CacheEntryStats {
+  uint64_t key = 0;
+  int64_t compilation_duration_us = 0;
+  int64_t read_count = 0;
+};
+
+struct CacheStats {
+  int64_t num_cache_reqs = 0;
+  int64_t num_cache_hits = 0;
+  std::vector<CacheEntryStats> per_entry_stats;
+};
+
+class CompileCache {
+ public:
+  // Returns the executable for `graph` (by its structural hash), compiling it on a miss.
+  std::shared_ptr<Executable> get(const ir::Graph& graph, Runtime& rt);
+  // Lookup by a caller-computed key (skips hashing the graph); nullptr on a miss.
+  std::shared_ptr<Executable> find(uint64_t key);
+  std::shared_ptr<Executable> insert(uint64_t key, const ir::Graph& graph, Runtime& rt);
+  CacheStats stats() const;
+  void clear();
+  static CompileCache& global();
+
+ private:
+  struct Entry {
+    std::shared_ptr<Executable> exe;
+    CacheEntryStats stats;
+  };
+  mutable std::mutex mu_;
+  std::unordered_map<uint64_t, Entry> map_;
+  int64_t reqs_ = 0, hits_ = 0;
+};
+
+}  // namespace torch_tpu::runtime
