@@ -46,7 +46,7 @@ bool Attrs::operator==(const Attrs& o) const {
   return dims == o.dims && start == o.start && limit == o.limit && stride == o.stride &&
          lhs_batch == o.lhs_batch && rhs_batch == o.rhs_batch &&
          lhs_contract == o.lhs_contract && rhs_contract == o.rhs_contract &&
-         (value == o.value || (value != value && o.value != o.value)) &&
+         __builtin_memcmp(&value, &o.value, sizeof value) == 0 &&
          ivalue == o.ivalue && direction == o.direction && reducer == o.reducer &&
          precision == o.precision;
 }
@@ -298,7 +298,11 @@ void infer(const Graph& g, Node& n) {
     case OpKind::kDot:
       return infer_dot(g, n);
     case OpKind::kLeaf:
-      if (n.op == OpCode::Iota) check_dims("iota", n.attrs.dims, n.shape.size(), true);
+      if (n.op == OpCode::Iota) {
+        TPU_CHECK(n.attrs.dims.size() == 1, "[iota] needs exactly one dimension; got ",
+                  n.attrs.dims.size());
+        check_dims("iota", n.attrs.dims, n.shape.size(), true);
+      }
       return;
     case OpKind::kRng: {
       const Node& s = g.nodes()[n.operands[0]];

@@ -1,0 +1,31 @@
+// The device/ contract used by the rest of the extension: device count and current
+// device (thread-local, shared with the guard), the caching allocator, and the Philox
+// generator. Implemented in allocator.cpp, guard.cpp, generator.cpp.
+#pragma once
+#include <ATen/core/Generator.h>
+#include <c10/core/Allocator.h>
+
+#include <cstdint>
+#include <optional>
+#include <utility>
+
+namespace torch_tpu::device {
+
+// Number of "tpu" devices (env TORCH_TPU_NUM_DEVICES, default 1; read once).
+int device_count();
+// The calling thread's current device (set by the guard / torch.tpu.set_device).
+int current_device();
+void set_current_device(int idx);
+
+// The caching allocator for device memory (host memory underneath on the host runtime).
+// DataPtrs carry Device(PrivateUse1, current_device()). Thread-safe.
+c10::Allocator* allocator();
+
+// Reserves `n` Philox counters from `gen` (or the default generator of device `dev` when
+// gen is empty) and returns {seed, offset}: the caller's random op uses counters
+// [offset, offset + n). The generator's offset advances by n rounded up to a multiple of 4.
+std::pair<uint64_t, uint64_t> philox_reserve(const std::optional<at::Generator>& gen, int dev,
+                                             uint64_t n);
+const at::Generator& default_generator(int dev);
+
+}  // namespace torch_tpu::device

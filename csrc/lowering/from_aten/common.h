@@ -1,0 +1,37 @@
+// Small helpers shared by the op families: argument access, ATen type promotion and
+// broadcasting expressed on IR values.
+#pragma once
+#include "lowering/from_aten/lower.h"
+
+namespace torch_tpu::lowering {
+
+using ir::OpCode;
+
+inline bool is_tensor(const c10::IValue& v) { return v.isTensor(); }
+// ATen's result_type for two Tensor-or-Scalar arguments.
+at::ScalarType result_type(const c10::IValue& a, const c10::IValue& b);
+at::ScalarType result_type(const c10::IValue& a, const c10::IValue& b, const c10::IValue& c);
+// Promotes integral/bool to the default float dtype (true division, exp, ...).
+at::ScalarType float_type(at::ScalarType t);
+// A Tensor-or-Scalar argument as an IR value of dtype dt.
+Value arg(Lower& L, const c10::IValue& v, DType dt);
+// Broadcast shape of IR shapes (numpy rules); error names the op.
+ir::Shape broadcast_shapes(const char* op, const ir::Shape& a, const ir::Shape& b);
+// Broadcasts all values to their common shape in place.
+void broadcast_all(Lower& L, std::vector<Value*> vs);
+// Elementwise helpers on IR values of one dtype.
+inline Value bin(Lower& L, OpCode op, Value x, Value y) {
+  ir::Shape s = broadcast_shapes(L.op(), L.g.shape(x), L.g.shape(y));
+  return L.g.binary(op, L.bcast(x, s), L.bcast(y, s));
+}
+inline Value scal(Lower& L, double v, Value like) { return L.cst(v, L.g.dtype(like)); }
+inline Value mulc(Lower& L, Value x, double c) { return bin(L, OpCode::Mul, x, scal(L, c, x)); }
+inline Value addc(Lower& L, Value x, double c) { return bin(L, OpCode::Add, x, scal(L, c, x)); }
+inline Value cmp(Lower& L, ir::Cmp d, Value x, Value y) {
+  ir::Shape s = broadcast_shapes(L.op(), L.g.shape(x), L.g.shape(y));
+  return L.g.compare(d, L.bcast(x, s), L.bcast(y, s));
+}
+Value where(Lower& L, Value pred, Value t, Value f);
+inline std::vector<Value> one(Value v) { return {v}; }
+
+}  // namespace torch_tpu::lowering

@@ -1,0 +1,295 @@
+// Lower: parameter binding, graph launch through the compile cache, and the generic boxed
+// kernel that serves functional, in-place and out= variants from one lowering.
+#include "lowering/from_aten/lower.h"
+
+#include <ATen/MemoryOverlap.h>
+#include <ATen/native/Resize.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "base/error.h"
+#include "device/device.h"
+#include "exec/stream.h"
+#include "runtime/compile_cache.h"
+
+namespace torch_tpu::lowering {
+
+namespace {
+std::atomic<int> g_precision{static_cast<int>(ir::Precision::Default)};
+}
+ir::Precision matmul_precision() { return static_cast<ir::Precision>(g_precision.load()); }
+void set_matmul_precision(ir::Precision p) { g_precision = static_cast<int>(p); }
+
+DType to_ir(at::ScalarType t, const char* op) {
+  switch (t) {
+    case at::kBool: return DType::Bool;
+    case at::kByte: return DType::U8;
+    case at::kChar: return DType::I8;
+    case at::kShort: return DType::I16;
+    case at::kInt: return DType::I32;
+    case at::kLong: return DType::I64;
+    case at::kHalf: return DType::F16;
+    case at::kBFloat16: return DType::BF16;
+    case at::kFloat: return DType::F32;
+    case at::kDouble: return DType::F64;
+    default:
+      TORCH_CHECK_NOT_IMPLEMENTED(false, "[", op, "] unsupported dtype on tpu; got ", t,
+                                  ", expected a float, integer or bool type");
+  }
+}
+
+at::ScalarType to_aten(DType t) {
+  switch (t) {
+    case DType::Bool: return at::kBool;
+    case DType::U8: return at::kByte;
+    case DType::I8: return at::kChar;
+    case DType::I16: return at::kShort;
+    case DType::I32: return at::kInt;
+    case DType::I64: return at::kLong;
+    case DType::F16: return at::kHalf;
+    case DType::BF16: return at::kBFloat16;
+    case DType::F32: return at::kFloat;
+    case DType::F64: return at::kDouble;
+    case DType::U64: return at::kUInt64;
+  }
+  return at::kFloat;
+}
+
+ir::Shape shape_of(const at::Tensor& t) { return ir::Shape(t.sizes().begin(), t.sizes().end()); }
+
+int64_t wrap_dim(int64_t d, int64_t rank) { return c10::maybe_wrap_dim(d, rank); }
+
+std::vector<int64_t> dims_arg(const c10::IValue& v, int64_t rank) {
+  std::vector<int64_t> dims;
+  if (v.isNone()) {
+    for (int64_t i = 0; i < rank; ++i) dims.push_back(i);
+    return dims;
+  }
+  if (v.isInt()) return {wrap_dim(v.toInt(), rank)};
+  auto list = v.toIntList();
+  if (list.empty()) {
+    for (int64_t i = 0; i < rank; ++i) dims.push_back(i);
+    return dims;
+  }
+  for (int64_t d : list) {
+    int64_t w = wrap_dim(d, std::max<int64_t>(rank, 1));
+    TORCH_CHECK(std::find(dims.begin(), dims.end(), w) == dims.end(), "dim ", w,
+                " appears multiple times in the list of dims");
+    dims.push_back(w);
+  }
+  return dims;
+}
+
+static uint64_t scalar_bits(const at::Scalar& s, DType dt) {
+  uint64_t bits = 0;
+  auto put = [&](auto v) { std::memcpy(&bits, &v, sizeof v); };
+  switch (dt) {
+    case DType::F32: put(s.to<float>()); break;
+    case DType::F64: put(s.to<double>()); break;
+    case DType::BF16: put(c10::BFloat16(s.to<float>()).x); break;
+    case DType::F16: put(c10::Half(s.to<float>()).x); break;
+    case DType::Bool: put(static_cast<uint8_t>(s.toComplexDouble() != 0.0)); break;
+    case DType::U8: put(static_cast<uint8_t>(s.to<int64_t>())); break;
+    case DType::I8: put(static_cast<int8_t>(s.to<int64_t>())); break;
+    case DType::I16: put(static_cast<int16_t>(s.to<int64_t>())); break;
+    case DType::I32: put(static_cast<int32_t>(s.to<int64_t>())); break;
+    case DType::I64: put(s.to<int64_t>()); break;
+    case DType::U64: put(static_cast<uint64_t>(s.to<int64_t>())); break;
+  }
+  return bits;
+}
+
+Value Lower::in(const at::Tensor& t) {
+  TORCH_CHECK(t.defined(), "[", op_, "] got an undefined tensor");
+  if (!t.is_privateuseone()) {
+    TORCH_CHECK(t.is_cpu() && t.dim() == 0, "[", op_,
+                "] expected all tensors on tpu; got a tensor on ", t.device(),
+                " (only 0-dim CPU tensors may be mixed in, as scalars)");
+    DType dt = to_ir(t.scalar_type(), op_);
+    return scalar(t.item(), dt);
+  }
+  if (device_ < 0) device_ = t.device().index();
+  TORCH_CHECK(t.device().index() == device_, "[", op_,
+              "] expected all tensors on one device; got tpu:", t.device().index(), " and tpu:",
+              device_);
+  Value v = g.param(to_ir(t.scalar_type(), op_), shape_of(t));
+  binds_.push_back({t, 0});
+  return v;
+}
+
+Value Lower::in_host(const at::Tensor& cpu) {
+  Value v = g.param(to_ir(cpu.scalar_type(), op_), shape_of(cpu));
+  binds_.push_back({cpu, 0});
+  return v;
+}
+
+Value Lower::rng_state(const std::optional<at::Generator>& gen, uint64_t n) {
+  int dev = device_ >= 0 ? device_ : device::current_device();
+  auto [seed, offset] = device::philox_reserve(gen, dev, n);
+  at::Tensor st = at::empty({2}, at::TensorOptions().dtype(at::kLong));
+  st.data_ptr<int64_t>()[0] = static_cast<int64_t>(seed);
+  st.data_ptr<int64_t>()[1] = static_cast<int64_t>(offset);
+  Value v = g.param(DType::U64, {2});
+  binds_.push_back({st, 0});
+  return v;
+}
+
+Value Lower::scalar(const at::Scalar& s, DType dt) {
+  Value v = g.param(dt, {});
+  binds_.push_back({at::Tensor(), scalar_bits(s, dt)});
+  return v;
+}
+
+namespace {
+// What a launched command owns: views into tensors kept alive by `keep`, and scalar slots.
+struct Payload {
+  std::shared_ptr<runtime::Executable> exe;
+  std::vector<runtime::View> inputs, outputs;
+  std::vector<c10::Storage> keep;
+  std::vector<uint64_t> scalars;
+  std::vector<int> scalar_param;  // input index of each scalar slot
+};
+
+runtime::View view_of(const at::Tensor& t, DType dt) {
+  runtime::View v;
+  v.data = t.numel() ? t.data_ptr() : nullptr;
+  v.dtype = dt;
+  v.shape = shape_of(t);
+  if (!t.is_contiguous()) v.strides.assign(t.strides().begin(), t.strides().end());
+  return v;
+}
+}  // namespace
+
+void Lower::launch(const std::vector<at::Tensor>& dsts) {
+  auto& cache = runtime::CompileCache::global();
+  uint64_t key = g.hash();
+  auto exe = cache.find(key);
+  if (!exe) {
+    try {
+      exe = cache.insert(key, g, runtime::host_runtime());
+    } catch (const torch_tpu::NotImplemented& e) {
+      TORCH_CHECK_NOT_IMPLEMENTED(false, "[", op_, "] ", e.what());
+    } catch (const torch_tpu::Error& e) {
+      TORCH_CHECK(false, "[", op_, "] ", e.what());
+    }
+  }
+  auto p = std::make_shared<Payload>();
+  p->exe = std::move(exe);
+  p->inputs.reserve(binds_.size());
+  for (size_t i = 0; i < binds_.size(); ++i) {
+    const Binding& b = binds_[i];
+    if (b.tensor.defined()) {
+      p->inputs.push_back(view_of(b.tensor, g.nodes()[i].dtype));
+      p->keep.push_back(b.tensor.storage());
+    } else {
+      runtime::View v;
+      v.dtype = g.nodes()[i].dtype;
+      p->inputs.push_back(v);
+      p->scalars.push_back(b.bits);
+      p->scalar_param.push_back(static_cast<int>(i));
+    }
+  }
+  for (const at::Tensor& d : dsts) {
+    p->outputs.push_back(view_of(d, to_ir(d.scalar_type(), op_)));
+    p->keep.push_back(d.storage());
+  }
+  int dev = device_ >= 0 ? device_ : (dsts.empty() ? device::current_device() : dsts[0].device().index());
+  exec::enqueue(dev, op_, [p = std::move(p)]() {
+    for (size_t k = 0; k < p->scalars.size(); ++k)
+      p->inputs[p->scalar_param[k]].data = &p->scalars[k];
+    p->exe->run(p->inputs, p->outputs);
+  });
+}
+
+std::vector<at::Tensor> Lower::run(const std::vector<Value>& outs) {
+  std::vector<at::Tensor> res;
+  res.reserve(outs.size());
+  int dev = device_ >= 0 ? device_ : device::current_device();
+  for (Value v : outs) {
+    auto opts = at::TensorOptions().dtype(to_aten(g.dtype(v))).device(c10::Device(c10::kPrivateUse1, dev));
+    res.push_back(at::detail::empty_generic(g.shape(v), device::allocator(),
+                                            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                            to_aten(g.dtype(v)), std::nullopt));
+    (void)opts;
+  }
+  g.set_outputs(outs);
+  launch(res);
+  return res;
+}
+
+void Lower::run_into(std::vector<Value> outs, const std::vector<at::Tensor>& dsts) {
+  TORCH_INTERNAL_ASSERT(outs.size() == dsts.size());
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const at::Tensor& d = dsts[i];
+    TORCH_CHECK(d.is_privateuseone(), "[", op_, "] output must be a tpu tensor; got ", d.device());
+    TORCH_CHECK(shape_of(d) == g.shape(outs[i]), "[", op_, "] output with shape ", d.sizes(),
+                " doesn't match the result shape ", ir::shape_str(g.shape(outs[i])));
+    at::assert_no_internal_overlap(d);
+    if (device_ < 0) device_ = d.device().index();
+    outs[i] = g.convert(outs[i], to_ir(d.scalar_type(), op_));
+  }
+  g.set_outputs(outs);
+  launch(dsts);
+}
+
+namespace {
+
+struct BoxedLowering final : c10::OperatorKernel {
+  explicit BoxedLowering(std::string name, LowerFn fn) : name_(std::move(name)), fn_(fn) {}
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+    const auto& schema = op.schema();
+    const size_t n = schema.arguments().size();
+    auto args = torch::jit::last(*stack, n);
+    std::vector<int> written;
+    for (size_t i = 0; i < n; ++i) {
+      const auto* ai = schema.arguments()[i].alias_info();
+      if (ai && ai->isWrite()) written.push_back(static_cast<int>(i));
+    }
+    Lower L(name_.c_str());
+    std::vector<at::Tensor> results;
+    try {
+      std::vector<Value> outs = fn_(L, args);
+      if (written.empty()) {
+        results = L.run(outs);
+      } else {
+        TORCH_INTERNAL_ASSERT(written.size() == outs.size(), name_, ": written args ",
+                              written.size(), " vs outputs ", outs.size());
+        for (size_t k = 0; k < written.size(); ++k) {
+          at::Tensor d = args[written[k]].toTensor();
+          DType want = L.g.dtype(outs[k]);
+          TORCH_CHECK(at::canCast(to_aten(want), d.scalar_type()), "[", name_, "] result type ",
+                      to_aten(want), " can't be cast to the desired output type ", d.scalar_type());
+          if (!schema.arguments()[written[k]].kwarg_only() && written[k] == 0) {
+            // in-place on self: shapes must already agree
+          } else {
+            at::native::resize_output(d, L.g.shape(outs[k]));
+          }
+          results.push_back(d);
+        }
+        L.run_into(outs, results);
+      }
+    } catch (const torch_tpu::NotImplemented& e) {
+      TORCH_CHECK_NOT_IMPLEMENTED(false, "[", name_, "] ", e.what());
+    } catch (const torch_tpu::Error& e) {
+      TORCH_CHECK(false, "[", name_, "] ", e.what());
+    }
+    torch::jit::drop(*stack, n);
+    const size_t nret = schema.returns().size();
+    for (size_t k = 0; k < nret && k < results.size(); ++k) torch::jit::push(*stack, results[k]);
+  }
+  std::string name_;
+  LowerFn fn_;
+};
+
+}  // namespace
+
+void register_ops(torch::Library& m, std::initializer_list<OpEntry> ops) {
+  for (const OpEntry& e : ops)
+    m.impl(e.name, torch::CppFunction::makeFromBoxedFunctor(
+                       std::make_unique<BoxedLowering>(std::string("aten::") + e.name, e.fn)));
+}
+
+}  // namespace torch_tpu::lowering

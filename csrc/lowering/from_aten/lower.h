@@ -1,0 +1,92 @@
+// The lowering toolkit: a Lower turns one ATen call into one IR graph, binds tensors and
+// scalars as parameters, and launches it on the device stream (via the compile cache).
+// Ops register through one table per family (OpTable) with generic boxed kernels that
+// derive the in-place (`op_`) and `out=` variants from the functional lowering.
+#pragma once
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+#include <torch/library.h>
+
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace torch_tpu::lowering {
+
+using ir::DType;
+using ir::Value;
+
+DType to_ir(at::ScalarType t, const char* op);
+at::ScalarType to_aten(DType t);
+// Matmul precision for new graphs (process-wide; see docs/decisions/precision-scope.md).
+ir::Precision matmul_precision();
+void set_matmul_precision(ir::Precision p);
+
+class Lower {
+ public:
+  explicit Lower(const char* op) : op_(op) {}
+  const char* op() const { return op_; }
+  ir::Graph g;
+
+  // A tensor argument as a parameter. A CPU 0-dim tensor becomes a scalar parameter; any
+  // other non-tpu tensor is an error. `as` converts to that dtype (no-op when equal).
+  Value in(const at::Tensor& t);
+  Value in(const at::Tensor& t, DType as) { return g.convert(in(t), as); }
+  // A CPU tensor read by the command as it runs (transfers only; the caller keeps it
+  // unchanged until then — pass a private copy).
+  Value in_host(const at::Tensor& cpu);
+  // A Philox state parameter (ui64[2] = {seed, offset}) for rng ops, reserving `n` counters
+  // from `gen` (or the device's default generator).
+  Value rng_state(const std::optional<at::Generator>& gen, uint64_t n);
+  // A scalar argument as a 0-d parameter of dtype `dt` (value passed at run time, so
+  // graphs are reused across values).
+  Value scalar(const at::Scalar& s, DType dt);
+  // A literal 0-d constant (part of the graph).
+  Value cst(double v, DType dt) { return g.constant(v, dt); }
+  // Constant broadcast to the shape of `like`.
+  Value cst_like(double v, Value like) { return g.constant(v, g.dtype(like), g.shape(like)); }
+  Value bcast(Value x, const ir::Shape& s) { return g.broadcast_to(x, s); }
+
+  // Runs the graph; returns new contiguous tpu tensors for `outs`.
+  std::vector<at::Tensor> run(const std::vector<Value>& outs);
+  at::Tensor run1(Value out) { return run({out})[0]; }
+  // Runs the graph writing outs[i] into dsts[i] (same shape; dtype converted to dst's).
+  void run_into(std::vector<Value> outs, const std::vector<at::Tensor>& dsts);
+  // The device of the tensors seen so far (default: current device).
+  int device() const { return device_; }
+
+ private:
+  struct Binding {
+    at::Tensor tensor;   // defined for tensor params
+    uint64_t bits = 0;   // scalar value, stored in the param's dtype
+  };
+  void launch(const std::vector<at::Tensor>& dsts);
+  const char* op_;
+  std::vector<Binding> binds_;
+  int device_ = -1;
+};
+
+// A family's lowering: reads the functional arguments from `args` (the schema's leading
+// arguments) and returns the IR values of the outputs.
+using Args = c10::ArrayRef<c10::IValue>;
+using LowerFn = std::vector<Value> (*)(Lower& L, Args args);
+
+// Registers a boxed kernel at PrivateUse1 for each schema name. The same LowerFn serves
+// "op", "op_" (writes into self) and "op.out" (writes into the out arguments).
+struct OpEntry {
+  const char* name;  // "add.Tensor", "add_.Tensor", "add.out", ...
+  LowerFn fn;
+};
+void register_ops(torch::Library& m, std::initializer_list<OpEntry> ops);
+
+// Helpers shared by the families.
+std::vector<int64_t> dims_arg(const c10::IValue& v, int64_t rank);  // int[]? dims, wrapped
+int64_t wrap_dim(int64_t d, int64_t rank);
+ir::Shape shape_of(const at::Tensor& t);
+// PyTorch's "opmath": compute bf16/f16 in f32.
+inline DType opmath(DType t) { return (t == DType::BF16 || t == DType::F16) ? DType::F32 : t; }
+
+}  // namespace torch_tpu::lowering

@@ -1,0 +1,95 @@
+// Matrix products: mm, bmm, addmm, baddbmm, dot, mv, addmv as dot_general with the current
+// matmul precision (TPU DEFAULT = bf16 inputs, f32 accumulation, for f32 operands).
+#include "lowering/from_aten/common.h"
+
+namespace torch_tpu::lowering {
+namespace {
+
+void check_float_or_same(Lower& L, const at::Tensor& a, const at::Tensor& b) {
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(), "[", L.op(),
+              "] expected both operands to have the same dtype; got ", a.scalar_type(), " and ", b.scalar_type());
+}
+
+// [.., m, k] x [.., k, n] with `nb` leading batch dims.
+Value matmul_v(Lower& L, Value a, Value b, int nb) {
+  const auto& sa = L.g.shape(a);
+  const auto& sb = L.g.shape(b);
+  int ra = static_cast<int>(sa.size()), rb = static_cast<int>(sb.size());
+  TORCH_CHECK(sa[ra - 1] == sb[rb - 2], "[", L.op(), "] mat1 and mat2 shapes cannot be multiplied (",
+              sa[ra - 2], "x", sa[ra - 1], " and ", sb[rb - 2], "x", sb[rb - 1], ")");
+  ir::Attrs d;
+  for (int i = 0; i < nb; ++i) {
+    d.lhs_batch.push_back(i);
+    d.rhs_batch.push_back(i);
+  }
+  d.lhs_contract = {ra - 1};
+  d.rhs_contract = {rb - 2};
+  DType dt = L.g.dtype(a);
+  d.precision = dt == DType::F32 ? matmul_precision() : ir::Precision::Highest;
+  return L.g.dot(a, b, d);
+}
+
+std::vector<Value> mm(Lower& L, Args a) {
+  const at::Tensor &x = a[0].toTensor(), &y = a[1].toTensor();
+  TORCH_CHECK(x.dim() == 2 && y.dim() == 2, "[", L.op(), "] expected 2-D tensors; got ", x.dim(), "-D and ", y.dim(), "-D");
+  check_float_or_same(L, x, y);
+  return one(matmul_v(L, L.in(x), L.in(y), 0));
+}
+
+std::vector<Value> bmm(Lower& L, Args a) {
+  const at::Tensor &x = a[0].toTensor(), &y = a[1].toTensor();
+  TORCH_CHECK(x.dim() == 3 && y.dim() == 3, "[", L.op(), "] expected 3-D tensors; got ", x.dim(), "-D and ", y.dim(), "-D");
+  TORCH_CHECK(x.size(0) == y.size(0), "[", L.op(), "] batch sizes differ; got ", x.size(0), " and ", y.size(0));
+  check_float_or_same(L, x, y);
+  return one(matmul_v(L, L.in(x), L.in(y), 1));
+}
+
+// beta * self + alpha * (m1 @ m2), for addmm / baddbmm.
+std::vector<Value> add_product(Lower& L, Args a, int nb) {
+  const at::Tensor &self = a[0].toTensor(), &x = a[1].toTensor(), &y = a[2].toTensor();
+  TORCH_CHECK(x.dim() == 2 + nb && y.dim() == 2 + nb, "[", L.op(), "] expected ", 2 + nb, "-D matrices; got ",
+              x.dim(), "-D and ", y.dim(), "-D");
+  check_float_or_same(L, x, y);
+  check_float_or_same(L, self, x);
+  DType dt = to_ir(x.scalar_type(), L.op()), ct = opmath(dt);
+  Value p = L.g.convert(matmul_v(L, L.in(x), L.in(y), nb), ct);
+  at::Scalar beta = a[3].toScalar(), alpha = a[4].toScalar();
+  if (!alpha.equal(1)) p = bin(L, OpCode::Mul, p, L.scalar(alpha, ct));
+  if (beta.equal(0)) return one(L.g.convert(p, dt));
+  Value s = L.in(self, ct);
+  if (!beta.equal(1)) s = bin(L, OpCode::Mul, s, L.scalar(beta, ct));
+  s = L.bcast(s, L.g.shape(p));
+  return one(L.g.convert(L.g.binary(OpCode::Add, p, s), dt));
+}
+
+std::vector<Value> dot(Lower& L, Args a) {
+  const at::Tensor &x = a[0].toTensor(), &y = a[1].toTensor();
+  TORCH_CHECK(x.dim() == 1 && y.dim() == 1, "[", L.op(), "] 1D tensors expected, but got ", x.dim(), "D and ", y.dim(), "D tensors");
+  TORCH_CHECK(x.size(0) == y.size(0), "[", L.op(), "] inconsistent tensor size, expected tensor [", x.size(0),
+              "] and src [", y.size(0), "] to have the same number of elements, but got ", x.size(0), " and ", y.size(0), " elements respectively");
+  check_float_or_same(L, x, y);
+  Value r = matmul_v(L, L.g.reshape(L.in(x), {1, x.size(0)}), L.g.reshape(L.in(y), {y.size(0), 1}), 0);
+  return one(L.g.reshape(r, {}));
+}
+
+std::vector<Value> mv(Lower& L, Args a) {
+  const at::Tensor &x = a[0].toTensor(), &v = a[1].toTensor();
+  TORCH_CHECK(x.dim() == 2 && v.dim() == 1, "[", L.op(), "] vector + matrix @ vector expected, got ", x.dim(), ", ", v.dim());
+  check_float_or_same(L, x, v);
+  Value r = matmul_v(L, L.in(x), L.g.reshape(L.in(v), {v.size(0), 1}), 0);
+  return one(L.g.reshape(r, {x.size(0)}));
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  auto addmm = [](Lower& L, Args a) { return add_product(L, a, 0); };
+  auto baddbmm = [](Lower& L, Args a) { return add_product(L, a, 1); };
+  register_ops(m, {
+      {"mm", mm}, {"mm.out", mm}, {"bmm", bmm}, {"bmm.out", bmm},
+      {"addmm", addmm}, {"addmm.out", addmm}, {"addmm_", addmm},
+      {"baddbmm", baddbmm}, {"baddbmm.out", baddbmm}, {"baddbmm_", baddbmm},
+      {"dot", dot}, {"dot.out", dot}, {"mv", mv}, {"mv.out", mv},
+  });
+}
+
+}  // namespace
+}  // namespace torch_tpu::lowering

@@ -1,0 +1,21 @@
+// Copies between cpu and tpu memory (and tpu to tpu), ordered on the device stream, and
+// host aliases of tpu memory for reading after a sync. Counts bytes moved for metrics.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <cstdint>
+
+namespace torch_tpu::lowering::transfer {
+
+// dst.copy_(src) where either side (or both) is on tpu; broadcasting and dtype conversion
+// as in Tensor.copy_. cpu->tpu snapshots src before returning; tpu->cpu waits for the stream.
+void copy(const at::Tensor& src, const at::Tensor& dst);
+// A CPU tensor viewing tpu memory, after waiting for pending work on its device.
+at::Tensor to_host_alias(const at::Tensor& t);
+
+struct Counters {
+  int64_t h2d_bytes = 0, d2h_bytes = 0, d2d_bytes = 0;
+};
+Counters counters();
+
+}  // namespace torch_tpu::lowering::transfer

@@ -1,0 +1,82 @@
+// Python bindings for execution: eager modes, synchronization, the CPU-fallback switch,
+// matmul precision, the compile cache and metrics.
+#include <pybind11/stl.h>
+
+#include "exec/stream.h"
+#include "lowering/from_aten/fallback.h"
+#include "lowering/from_aten/lower.h"
+#include "lowering/from_aten/transfer.h"
+#include "python/bindings.h"
+#include "runtime/compile_cache.h"
+
+namespace py = pybind11;
+
+namespace torch_tpu::python {
+
+void init_exec_bindings(py::module_& m) {
+  m.def("_get_eager_mode", [] { return static_cast<int>(exec::mode()); });
+  m.def("_set_eager_mode", [](int v) { exec::set_global_mode(static_cast<exec::Mode>(v)); });
+  m.def("_set_thread_eager_mode", [](int v) { return exec::set_thread_mode(v); });
+  m.def("_synchronize_all", [] {
+    py::gil_scoped_release nogil;
+    exec::synchronize_all();
+  });
+  m.def("_synchronize", [](int dev) {
+    py::gil_scoped_release nogil;
+    exec::synchronize(dev);
+  });
+  m.def("_set_cpu_fallback", [](bool on) { return lowering::set_cpu_fallback_enabled(on); });
+  m.def("_get_matmul_precision", [] { return static_cast<int>(lowering::matmul_precision()); });
+  m.def("_set_matmul_precision", [](int p) {
+    TORCH_CHECK(p >= 0 && p <= 2, "[precision] got ", p, ", expected 0 (DEFAULT), 1 (HIGH) or 2 (HIGHEST)");
+    lowering::set_matmul_precision(static_cast<ir::Precision>(p));
+  });
+  m.def("_get_cache_stats", [] {
+    auto s = runtime::CompileCache::global().stats();
+    py::dict d;
+    d["num_cache_reqs"] = s.num_cache_reqs;
+    d["num_cache_hits"] = s.num_cache_hits;
+    py::list entries;
+    for (auto& e : s.per_entry_stats) {
+      py::dict x;
+      x["key"] = e.key;
+      x["compilation_duration"] = e.compilation_duration_us;
+      x["read_count"] = e.read_count;
+      entries.append(x);
+    }
+    d["per_entry_stats"] = entries;
+    return d;
+  });
+  m.def("_clear_cache", [] { runtime::CompileCache::global().clear(); });
+  m.def("_metrics", [] {
+    py::dict d;
+    auto c = exec::counters();
+    py::dict ops;
+    ops["strict"] = c.strict_ops;
+    ops["debug"] = c.debug_ops;
+    ops["fused"] = c.fused_ops;
+    d["ops_executed"] = ops;
+    py::dict fb;
+    for (auto& [k, v] : lowering::fallback_counts()) fb[py::str(k)] = v;
+    d["fallbacks"] = fb;
+    auto t = lowering::transfer::counters();
+    py::dict tr;
+    tr["host_to_device_bytes"] = t.h2d_bytes;
+    tr["device_to_host_bytes"] = t.d2h_bytes;
+    tr["device_to_device_bytes"] = t.d2d_bytes;
+    d["transfers"] = tr;
+    auto s = runtime::CompileCache::global().stats();
+    py::dict cc;
+    cc["requests"] = s.num_cache_reqs;
+    cc["hits"] = s.num_cache_hits;
+    cc["compilations"] = static_cast<int64_t>(s.per_entry_stats.size());
+    int64_t us = 0;
+    for (auto& e : s.per_entry_stats) us += e.compilation_duration_us;
+    cc["compile_time_us"] = us;
+    d["compile_cache"] = cc;
+    return d;
+  });
+  m.def("_reset_fallback_counts", [] { lowering::reset_fallback_counts(); });
+}
+
+}  // namespace torch_tpu::python

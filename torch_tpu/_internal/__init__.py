@@ -1,0 +1,1 @@
+"""torch_tpu internals (TorchTPU-compatible module paths)."""

@@ -1,0 +1,59 @@
+"""Eager execution modes, with TorchTPU's names.
+
+DEFER_NEVER (strict, default): ops are queued and run asynchronously, in order.
+DEFER_NEVER_AND_LAUNCH_BLOCKING (debug): each op finishes before the call returns.
+DEFER_AND_FUSE (fused): not implemented yet; selecting it raises.
+"""
+import contextlib
+import enum
+
+from torch_tpu import _C
+
+
+class EagerMode(enum.Enum):
+    DEFER_AND_FUSE = 0
+    DEFER_NEVER = 1
+    DEFER_NEVER_AND_LAUNCH_BLOCKING = 2
+
+
+def _check(mode):
+    if not isinstance(mode, EagerMode):
+        raise TypeError(f"[eager_mode] expected an EagerMode; got {mode!r}")
+    if mode is EagerMode.DEFER_AND_FUSE:
+        raise NotImplementedError("[eager_mode] DEFER_AND_FUSE is not implemented yet")
+    return mode.value
+
+
+def get_eager_mode() -> EagerMode:
+    """The mode in effect on this thread."""
+    return EagerMode(_C._get_eager_mode())
+
+
+def set_eager_mode(mode: EagerMode) -> None:
+    """Sets the process-wide mode (pending work is finished first)."""
+    v = _check(mode)
+    _C._synchronize_all()
+    _C._set_eager_mode(v)
+
+
+@contextlib.contextmanager
+def eager_mode(mode: EagerMode):
+    """Thread-local mode for the duration of the block."""
+    v = _check(mode)
+    _C._synchronize_all()
+    prev = _C._set_thread_eager_mode(v)
+    try:
+        yield
+    finally:
+        _C._synchronize_all()
+        _C._set_thread_eager_mode(prev)
+
+
+@contextlib.contextmanager
+def cpu_fallback_mode(enabled: bool = True):
+    """Runs ops without a tpu lowering on CPU (warned once per op, counted in metrics)."""
+    prev = _C._set_cpu_fallback(bool(enabled))
+    try:
+        yield
+    finally:
+        _C._set_cpu_fallback(prev)

@@ -1,0 +1,39 @@
+"""torch_tpu.metrics() and metrics_report()."""
+from torch_tpu import _C
+
+
+def metrics() -> dict:
+    """A snapshot: ops executed per mode, CPU fallbacks per op, bytes copied host<->device,
+    compile cache counters and allocator stats."""
+    m = _C._metrics()
+    try:
+        import torch
+        m["memory"] = {
+            "allocated_bytes": torch.tpu.memory_allocated(),
+            "max_allocated_bytes": torch.tpu.max_memory_allocated(),
+            "reserved_bytes": torch.tpu.memory_reserved(),
+        }
+    except Exception:  # device module not registered yet
+        pass
+    return m
+
+
+def metrics_report() -> str:
+    """Prints and returns a readable report of metrics()."""
+    m = metrics()
+    lines = ["torch_tpu metrics"]
+
+    def emit(d, indent=1):
+        for k, v in d.items():
+            if isinstance(v, dict):
+                lines.append("  " * indent + f"{k}:")
+                if not v:
+                    lines.append("  " * (indent + 1) + "(none)")
+                emit(v, indent + 1)
+            else:
+                lines.append("  " * indent + f"{k}: {v}")
+
+    emit(m)
+    text = "\n".join(lines)
+    print(text)
+    return text
