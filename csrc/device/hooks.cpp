@@ -1,0 +1,88 @@
+// at::PrivateUse1HooksInterface for "tpu" (what ATen asks of the backend: availability,
+// generators, device of a pointer, storage resize, current device), and the mandatory
+// AutocastPrivateUse1 fallthrough so torch.autocast("tpu") can run ops.
+#include <ATen/Context.h>
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/StorageImpl.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "device/device.h"
+#include "exec/stream.h"
+
+namespace torch_tpu::device {
+at::Generator new_generator(int dev);  // generator.cpp
+}
+
+namespace torch_tpu::device {
+namespace {
+
+struct TpuHooks final : at::PrivateUse1HooksInterface {
+  bool isBuilt() const override { return true; }
+  bool isAvailable() const override { return device_count() > 0; }
+  bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
+
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex idx) const override {
+    return default_generator(idx);
+  }
+  at::Generator getNewGenerator(c10::DeviceIndex idx) const override { return new_generator(idx); }
+
+  // Device memory is host memory here: a foreign pointer is taken to be on the current device.
+  at::Device getDeviceFromPtr(void*) const override {
+    return {c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(current_device())};
+  }
+  // pin_memory=True gets ordinary CPU memory (is_pinned() stays False): host copies are
+  // synchronous memcpys that do not need page-locked memory.
+  c10::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
+
+  // UntypedStorage.resize_ (FSDP2 frees/re-allocates parameters with it). Does the work
+  // itself: at::native::resize_bytes_nocuda would call back here forever.
+  void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
+    c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
+    TORCH_CHECK(impl->resizable(), "[storage] resize_ on a non-resizable tpu storage; got nbytes ",
+                impl->nbytes(), ", requested ", newsize);
+    int dev = impl->device().has_index() ? impl->device().index() : current_device();
+    int prev = current_device();
+    set_current_device(dev);
+    c10::DataPtr fresh;
+    try {
+      fresh = allocator()->allocate(newsize);
+    } catch (...) {
+      set_current_device(prev);
+      throw;
+    }
+    set_current_device(prev);
+    size_t keep = std::min(impl->nbytes(), newsize);
+    if (keep > 0 && impl->data() != nullptr) {
+      exec::synchronize(dev);  // pending commands may still write the old buffer
+      std::memcpy(fresh.get(), impl->data(), keep);
+    }
+    impl->set_data_ptr_noswap(std::move(fresh));
+    impl->set_nbytes(newsize);
+  }
+
+  c10::DeviceIndex deviceCount() const override { return static_cast<c10::DeviceIndex>(device_count()); }
+  void setCurrentDevice(c10::DeviceIndex idx) const override { set_current_device(idx); }
+  c10::DeviceIndex getCurrentDevice() const override { return static_cast<c10::DeviceIndex>(current_device()); }
+  c10::DeviceIndex exchangeDevice(c10::DeviceIndex idx) const override {
+    int old = current_device();
+    if (idx >= 0) set_current_device(idx);
+    return static_cast<c10::DeviceIndex>(old);
+  }
+  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex idx) const override { return exchangeDevice(idx); }
+};
+
+const bool g_registered = [] {
+  at::RegisterPrivateUse1HooksInterface(new TpuHooks());  // leaked: lives for the process
+  return true;
+}();
+
+}  // namespace
+}  // namespace torch_tpu::device
+
+TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFallthrough());
+}

@@ -1,0 +1,143 @@
+"""torch_tpu: a native PyTorch backend for device "tpu".
+
+`import torch_tpu` loads the native core (static registrations: guard, hooks, allocator,
+kernels), names PrivateUse1 "tpu", installs `torch.tpu`, adds Tensor/Module/Storage `.tpu()`
+methods and registers the Dynamo device interface (lazily: importing torch._dynamo costs
+about 1.7 s, so the interface is registered when torch._dynamo.device_interface loads).
+"""
+import importlib.machinery
+import sys
+
+import torch
+
+from torch_tpu import _C  # noqa: F401  (runs the C++ static registrations)
+
+
+def _register_device() -> None:
+    import torch_tpu.device as mod
+
+    existing = getattr(torch, "tpu", None)
+    if existing is mod:  # already registered (e.g. the package was re-imported)
+        return
+    if existing is not None:
+        raise ImportError(f"[torch_tpu] torch.tpu is already provided by {existing!r}; "
+                          "another 'tpu' backend claimed PrivateUse1 (set TORCH_DEVICE_BACKEND_AUTOLOAD=0)")
+    name = torch._C._get_privateuse1_backend_name()
+    if name not in ("privateuseone", "tpu"):
+        raise ImportError(f"[torch_tpu] PrivateUse1 is already named {name!r}; expected 'privateuseone' or 'tpu'")
+    torch.utils.rename_privateuse1_backend("tpu")
+    torch._register_device_module("tpu", mod)
+    torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
+
+
+# --- Dynamo device interface -------------------------------------------------------------
+def _register_dynamo_interface(di) -> None:
+    """Registers our DeviceInterface for "tpu" in torch._dynamo.device_interface `di`.
+
+    init_device_reg() registers torch's built-in TpuInterface (meant for Google's torch_tpu)
+    on first use and would overwrite ours, so it is forced to run first."""
+    import torch_tpu.device as tpu
+
+    di.get_registered_device_interfaces()
+
+    class TpuHostInterface(di.DeviceInterface):
+        device = tpu.device
+        Event = tpu.Event
+        Stream = tpu.Stream
+
+        class Worker:
+            @staticmethod
+            def set_device(device: int) -> None:
+                tpu.set_device(device)
+
+            @staticmethod
+            def current_device() -> int:
+                return tpu.current_device()
+
+            @staticmethod
+            def get_device_properties(device=None):
+                return tpu.get_device_properties(device)
+
+        current_device = staticmethod(tpu.current_device)
+        set_device = staticmethod(tpu.set_device)
+        maybe_exchange_device = staticmethod(tpu.maybe_exchange_device)
+        exchange_device = staticmethod(tpu.exchange_device)
+        device_count = staticmethod(tpu.device_count)
+        is_available = staticmethod(tpu.is_available)
+        stream = staticmethod(tpu.stream)
+        current_stream = staticmethod(tpu.current_stream)
+        set_stream = staticmethod(tpu.set_stream)
+        synchronize = staticmethod(tpu.synchronize)
+        get_device_properties = staticmethod(tpu.get_device_properties)
+        memory_allocated = staticmethod(tpu.memory_allocated)
+
+        @staticmethod
+        def _set_stream_by_id(stream_id: int, device_index: int, device_type: int) -> None:
+            tpu.set_stream(tpu.Stream(stream_id=stream_id, device_index=device_index, device_type=device_type))
+
+        @staticmethod
+        def get_raw_stream(device_idx: int) -> int:
+            return 0
+
+        @staticmethod
+        def get_compute_capability(device=None):
+            return ""
+
+        @staticmethod
+        def is_bf16_supported(including_emulation: bool = False) -> bool:
+            return True
+
+        @staticmethod
+        def is_triton_capable(device=None) -> bool:
+            return False
+
+    di.register_interface_for_device("tpu", TpuHostInterface)
+    for i in range(tpu.device_count()):
+        di.register_interface_for_device(f"tpu:{i}", TpuHostInterface)
+
+
+class _DynamoHook:
+    """A meta-path finder that registers the interface right after
+    torch._dynamo.device_interface has executed."""
+
+    _NAME = "torch._dynamo.device_interface"
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != self._NAME:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or spec.loader is None:
+            return None
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            _register_dynamo_interface(module)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def _install_dynamo_hook() -> None:
+    if _DynamoHook._NAME in sys.modules:
+        _register_dynamo_interface(sys.modules[_DynamoHook._NAME])
+    elif not any(isinstance(f, _DynamoHook) for f in sys.meta_path):
+        sys.meta_path.insert(0, _DynamoHook())
+
+
+_register_device()
+_install_dynamo_hook()
+
+from torch_tpu._internal.execution_mode import (  # noqa: E402
+    EagerMode,
+    cpu_fallback_mode,
+    eager_mode,
+    get_eager_mode,
+    set_eager_mode,
+)
+from torch_tpu._internal.metrics import metrics, metrics_report  # noqa: E402
+
+__all__ = [
+    "EagerMode", "set_eager_mode", "get_eager_mode", "eager_mode", "cpu_fallback_mode",
+    "metrics", "metrics_report",
+]
