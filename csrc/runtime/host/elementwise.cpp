@@ -1,0 +1,218 @@
+// Elementwise kernels: one generic loop per arity over the functors of scalar_ops.h,
+// instantiated per (op, dtype) by the X-macro over ops.def; plus compare, select, clamp
+// and convert. Operands are contiguous and of the node's shape (clamp bounds may be 0-d).
+#include <type_traits>
+
+#include "runtime/host/kernels.h"
+#include "runtime/host/parallel.h"
+#include "runtime/host/scalar_ops.h"
+
+namespace torch_tpu::host {
+namespace {
+
+using ir::DType;
+
+constexpr uint8_t dtype_class_of(DType d) {
+  return (d == DType::F16 || d == DType::BF16 || d == DType::F32 || d == DType::F64) ? ir::F
+         : d == DType::Bool                                                         ? ir::B
+                                                                                    : ir::I;
+}
+
+template <class Op, DType D>
+void unary_kernel(const KernelArgs& a) {
+  using M = DT<D>;
+  using S = typename M::S;
+  const S* __restrict x = static_cast<const S*>(a.in[0]);
+  S* __restrict o = static_cast<S*>(a.out);
+  parallel_for(a.step.i0, kParallelGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) o[i] = M::store(Op::f(M::load(x[i])));
+  });
+}
+
+template <class Op, DType D>
+void binary_kernel(const KernelArgs& a) {
+  using M = DT<D>;
+  using S = typename M::S;
+  const S* __restrict x = static_cast<const S*>(a.in[0]);
+  const S* __restrict y = static_cast<const S*>(a.in[1]);
+  S* __restrict o = static_cast<S*>(a.out);
+  parallel_for(a.step.i0, kParallelGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) o[i] = M::store(Op::f(M::load(x[i]), M::load(y[i])));
+  });
+}
+
+// Bool arithmetic is logical: add = or, mul = and (StableHLO i1 semantics). The bool
+// compute type gives exactly that for Add/Mul/Max/Min/And/Or/Xor/Not.
+template <class Op, uint8_t kClasses, int kArity>
+KernelFn pick(DType d) {
+  KernelFn fn = nullptr;
+  TPU_DISPATCH_DTYPE(d, if constexpr ((kClasses & dtype_class_of(D)) != 0) {
+    if constexpr (kArity == 1) fn = &unary_kernel<Op, D>;
+    else fn = &binary_kernel<Op, D>;
+  })
+  return fn;
+}
+
+template <ir::Cmp C, class T>
+bool compare(T a, T b) {
+  if constexpr (C == ir::Cmp::EQ) return a == b;
+  else if constexpr (C == ir::Cmp::NE) return a != b;
+  else if constexpr (C == ir::Cmp::LT) return a < b;
+  else if constexpr (C == ir::Cmp::LE) return a <= b;
+  else if constexpr (C == ir::Cmp::GT) return a > b;
+  else return a >= b;
+}
+
+template <ir::Cmp C, DType D>
+void compare_kernel(const KernelArgs& a) {
+  using M = DT<D>;
+  using S = typename M::S;
+  const S* __restrict x = static_cast<const S*>(a.in[0]);
+  const S* __restrict y = static_cast<const S*>(a.in[1]);
+  uint8_t* __restrict o = static_cast<uint8_t*>(a.out);
+  parallel_for(a.step.i0, kParallelGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) o[i] = compare<C>(M::load(x[i]), M::load(y[i])) ? 1 : 0;
+  });
+}
+
+template <DType D>
+KernelFn pick_compare(ir::Cmp c) {
+  switch (c) {
+    case ir::Cmp::EQ: return &compare_kernel<ir::Cmp::EQ, D>;
+    case ir::Cmp::NE: return &compare_kernel<ir::Cmp::NE, D>;
+    case ir::Cmp::LT: return &compare_kernel<ir::Cmp::LT, D>;
+    case ir::Cmp::LE: return &compare_kernel<ir::Cmp::LE, D>;
+    case ir::Cmp::GT: return &compare_kernel<ir::Cmp::GT, D>;
+    case ir::Cmp::GE: return &compare_kernel<ir::Cmp::GE, D>;
+  }
+  return nullptr;
+}
+
+// select works on raw bits: one instantiation per element size.
+template <class T>
+void select_kernel(const KernelArgs& a) {
+  const uint8_t* __restrict p = static_cast<const uint8_t*>(a.in[0]);
+  const T* __restrict t = static_cast<const T*>(a.in[1]);
+  const T* __restrict f = static_cast<const T*>(a.in[2]);
+  T* __restrict o = static_cast<T*>(a.out);
+  parallel_for(a.step.i0, kParallelGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) o[i] = p[i] ? t[i] : f[i];
+  });
+}
+
+// clamp(lo, x, hi) = min(max(x, lo), hi) with NaN propagation; 0-d bounds broadcast.
+template <DType D, bool kLoScalar, bool kHiScalar>
+void clamp_kernel(const KernelArgs& a) {
+  using M = DT<D>;
+  using S = typename M::S;
+  const S* __restrict lo = static_cast<const S*>(a.in[0]);
+  const S* __restrict x = static_cast<const S*>(a.in[1]);
+  const S* __restrict hi = static_cast<const S*>(a.in[2]);
+  S* __restrict o = static_cast<S*>(a.out);
+  parallel_for(a.step.i0, kParallelGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      auto l = M::load(lo[kLoScalar ? 0 : i]), h = M::load(hi[kHiScalar ? 0 : i]);
+      o[i] = M::store(nan_min(nan_max(M::load(x[i]), l), h));
+    }
+  });
+}
+
+template <DType D>
+KernelFn pick_clamp(bool lo_scalar, bool hi_scalar) {
+  if (lo_scalar) return hi_scalar ? &clamp_kernel<D, true, true> : &clamp_kernel<D, true, false>;
+  return hi_scalar ? &clamp_kernel<D, false, true> : &clamp_kernel<D, false, false>;
+}
+
+// Float -> integer truncates toward zero. Out-of-range and NaN follow x86 (what PyTorch
+// CPU produces): the "integer indefinite" value INT_MIN of the 32/64-bit conversion,
+// then wrapped to narrower types; uint8 goes through int64 as PyTorch does.
+template <class To, class From>
+To float_to_int(From v) {
+  if constexpr (sizeof(To) == 8 || std::is_same_v<To, uint8_t>) {
+    if constexpr (std::is_same_v<To, uint64_t>)
+      if (v >= From(9223372036854775808.0) && v < From(18446744073709551616.0))
+        return static_cast<uint64_t>(v);
+    bool ok = v >= From(-9223372036854775808.0) && v < From(9223372036854775808.0);
+    return static_cast<To>(ok ? static_cast<int64_t>(v) : INT64_MIN);
+  } else {
+    bool ok = v >= From(-2147483648.0) && v < From(2147483648.0);
+    return static_cast<To>(ok ? static_cast<int32_t>(v) : INT32_MIN);
+  }
+}
+
+template <DType F, DType T>
+typename DT<T>::S convert_one(typename DT<F>::S s) {
+  using FC = typename DT<F>::C;
+  using TC = typename DT<T>::C;
+  FC v = DT<F>::load(s);
+  if constexpr (T == DType::Bool) return v != FC(0) ? 1 : 0;
+  else if constexpr (std::is_floating_point_v<FC> && kIsInt<TC>) return float_to_int<TC>(v);
+  else if constexpr (std::is_same_v<FC, double> && std::is_same_v<TC, float> && T != DType::F32)
+    return DT<T>::store(static_cast<float>(v));  // f64 -> f32 -> f16/bf16, as PyTorch
+  else return DT<T>::store(static_cast<TC>(v));
+}
+
+template <DType F, DType T>
+void convert_kernel(const KernelArgs& a) {
+  using SF = typename DT<F>::S;
+  using ST = typename DT<T>::S;
+  const SF* __restrict x = static_cast<const SF*>(a.in[0]);
+  ST* __restrict o = static_cast<ST*>(a.out);
+  parallel_for(a.step.i0, kParallelGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) o[i] = convert_one<F, T>(x[i]);
+  });
+}
+
+template <DType F>
+KernelFn pick_convert_to(DType to) {
+  KernelFn fn = nullptr;
+  TPU_DISPATCH_DTYPE(to, fn = &convert_kernel<F, D>)
+  return fn;
+}
+
+}  // namespace
+
+void prepare_elementwise(const ir::Graph& g, Step& s) {
+  const ir::Node& n = *s.n;
+  s.i0 = ir::numel(n.shape);
+  DType d = g.nodes()[n.operands[0]].dtype;
+  KernelFn fn = nullptr;
+  using ir::A, ir::B, ir::F, ir::I, ir::N;  // dtype classes named in ops.def
+  switch (n.op) {
+#define UNARY(name, hlo, dt) \
+  case ir::OpCode::name:     \
+    fn = pick<ops::name##Op, dt, 1>(d); \
+    break;
+#define BINARY(name, hlo, dt, traits) \
+  case ir::OpCode::name:              \
+    fn = pick<ops::name##Op, dt, 2>(d); \
+    break;
+#include "ir/ops.def"
+    case ir::OpCode::Compare:
+      TPU_DISPATCH_DTYPE(d, fn = pick_compare<D>(n.attrs.direction))
+      break;
+    case ir::OpCode::Select:
+      switch (ir::dtype_size(n.dtype)) {
+        case 1: fn = &select_kernel<uint8_t>; break;
+        case 2: fn = &select_kernel<uint16_t>; break;
+        case 4: fn = &select_kernel<uint32_t>; break;
+        default: fn = &select_kernel<uint64_t>; break;
+      }
+      break;
+    case ir::OpCode::Clamp: {
+      bool lo = g.nodes()[n.operands[0]].shape.empty(), hi = g.nodes()[n.operands[2]].shape.empty();
+      TPU_DISPATCH_DTYPE(n.dtype, fn = pick_clamp<D>(lo, hi))
+      break;
+    }
+    case ir::OpCode::Convert:
+      TPU_DISPATCH_DTYPE(d, fn = pick_convert_to<D>(n.dtype))
+      break;
+    default:
+      break;
+  }
+  TPU_CHECK(fn != nullptr, "[host ", ir::op_info(n.op).hlo, "] no kernel for dtype ",
+            ir::dtype_name(d));
+  s.fn = fn;
+}
+
+}  // namespace torch_tpu::host

@@ -1,0 +1,168 @@
+// The host Runtime: compile() builds a Plan; run() binds views, gathers non-contiguous
+// or hazardous inputs, runs the steps on the calling thread (kernels may fan out with
+// OpenMP) and writes outputs. Per-run memory is a thread_local arena reused across runs,
+// so concurrent runs share nothing mutable and small graphs allocate nothing.
+#include <algorithm>
+
+#include "base/error.h"
+#include "runtime/host/plan.h"
+#include "runtime/runtime.h"
+
+namespace torch_tpu::host {
+namespace {
+
+using runtime::View;
+
+// Per-thread run state, grown on demand and reused.
+struct RunState {
+  AlignedBuffer arena;
+  size_t arena_cap = 0;
+  std::vector<void*> ptrs;
+  std::vector<const void*> ins;
+  std::vector<ByteRange> in_ranges;
+  std::vector<char> direct;  // per output: written in place by its producing step
+  std::vector<char> taken;   // per value: its memory was redirected to an output
+
+  std::byte* reserve(size_t bytes) {
+    if (bytes > arena_cap) {
+      arena = aligned_buffer(bytes);
+      arena_cap = bytes;
+    }
+    return arena.get();
+  }
+};
+
+void check_view(const char* what, size_t i, const View& v, const ir::Node& n) {
+  TPU_CHECK(v.dtype == n.dtype, "[host run] ", what, " ", i, " dtype mismatch; got ",
+            ir::dtype_name(v.dtype), ", expected ", ir::dtype_name(n.dtype));
+  TPU_CHECK(v.shape == n.shape, "[host run] ", what, " ", i, " shape mismatch; got ",
+            ir::shape_str(v.shape), ", expected ", ir::shape_str(n.shape));
+  TPU_CHECK(v.strides.empty() || v.strides.size() == v.shape.size(), "[host run] ", what, " ", i,
+            " strides rank mismatch; got ", v.strides.size(), ", expected ", v.shape.size());
+  TPU_CHECK(v.data != nullptr || ir::numel(v.shape) == 0, "[host run] ", what, " ", i,
+            " has no data");
+}
+
+// Copies between a contiguous buffer and a strided view (either direction).
+void copy_view(const View& v, void* contiguous, bool to_view) {
+  int64_t dense[kMaxRank];
+  TPU_CHECK(v.shape.size() <= static_cast<size_t>(kMaxRank), "[host run] rank too large; got ",
+            v.shape.size(), ", expected <= ", kMaxRank);
+  int64_t acc = 1;
+  for (size_t i = v.shape.size(); i-- > 0;) {
+    dense[i] = acc;
+    acc *= v.shape[i];
+  }
+  const int64_t* vs = v.strides.empty() ? dense : v.strides.data();
+  size_t elem = ir::dtype_size(v.dtype);
+  if (to_view)
+    run_copy(make_copy_plan(v.shape, vs, dense), v.data, contiguous, elem);
+  else
+    run_copy(make_copy_plan(v.shape, dense, vs), contiguous, v.data, elem);
+}
+
+class HostExecutable final : public runtime::Executable {
+ public:
+  explicit HostExecutable(std::unique_ptr<Plan> plan) : p_(std::move(plan)) {}
+
+  void run(const std::vector<View>& inputs, const std::vector<View>& outputs) override {
+    const Plan& p = *p_;
+    const auto& nodes = p.graph.nodes();
+    const auto& outs = p.graph.outputs();
+    TPU_CHECK(inputs.size() == static_cast<size_t>(p.graph.num_params()),
+              "[host run] wrong number of inputs; got ", inputs.size(), ", expected ",
+              p.graph.num_params());
+    TPU_CHECK(outputs.size() == outs.size(), "[host run] wrong number of outputs; got ",
+              outputs.size(), ", expected ", outs.size());
+    for (size_t i = 0; i < outputs.size(); ++i) check_view("output", i, outputs[i], nodes[outs[i].id]);
+
+    thread_local RunState st;
+    std::byte* arena = st.reserve(static_cast<size_t>(p.arena_bytes));
+    st.ptrs.resize(nodes.size());
+    st.ins.resize(p.max_operands + 1);
+    st.direct.assign(outputs.size(), 0);
+    st.taken.assign(nodes.size(), 0);
+    st.in_ranges.resize(inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const View& v = inputs[i];
+      st.in_ranges[i] = byte_range(v.data, v.shape, v.strides, ir::dtype_size(v.dtype));
+    }
+    auto overlaps_input = [&](const ByteRange& r) {
+      for (const ByteRange& q : st.in_ranges)
+        if (r.overlaps(q)) return true;
+      return false;
+    };
+
+    // Bind parameters; gather when strided, or when an output passes it through and some
+    // output overlaps it (the final copies must read it before anything is written).
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      int v = p.param_value[k];
+      if (v < 0) continue;
+      const View& in = inputs[k];
+      check_view("input", k, in, nodes[v]);
+      bool gather = !in.contiguous();
+      if (!gather && p.param_read_at_end[k])
+        for (const View& o : outputs)
+          gather |= byte_range(o.data, o.shape, o.strides, ir::dtype_size(o.dtype))
+                        .overlaps(st.in_ranges[k]);
+      if (gather) {
+        void* dst = arena + p.slots[v].offset;
+        copy_view(in, dst, /*to_view=*/false);
+        st.ptrs[v] = dst;
+      } else {
+        st.ptrs[v] = in.data;
+      }
+    }
+    for (size_t v = 0; v < nodes.size(); ++v) {
+      const ValueSlot& s = p.slots[v];
+      if (s.where == Where::kArena) st.ptrs[v] = arena + s.offset;
+      else if (s.where == Where::kConst) st.ptrs[v] = const_cast<void*>(s.data);
+    }
+    // Let the producing step write straight into a contiguous output that no input overlaps.
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      int r = p.out_root[i];
+      const View& o = outputs[i];
+      if (p.slots[r].where != Where::kArena || st.taken[r] || !o.contiguous() ||
+          ir::numel(o.shape) == 0)
+        continue;
+      if (overlaps_input(byte_range(o.data, o.shape, o.strides, ir::dtype_size(o.dtype)))) continue;
+      st.taken[r] = 1;
+      st.direct[i] = 1;
+      st.ptrs[r] = o.data;
+    }
+    for (size_t v = 0; v < nodes.size(); ++v)
+      if (p.slots[v].where == Where::kAlias) st.ptrs[v] = st.ptrs[p.slots[v].root];
+
+    for (size_t k = 0; k < p.steps.size(); ++k) {
+      const Step& s = p.steps[k];
+      for (size_t j = 0; j < s.operands.size(); ++j) st.ins[j] = st.ptrs[s.operands[j]];
+      void* scratch = s.scratch_bytes > 0 ? arena + p.scratch_offset[k] : nullptr;
+      s.fn(KernelArgs{s, st.ins.data(), st.ptrs[s.node], scratch});
+    }
+
+    for (size_t i = 0; i < outputs.size(); ++i)
+      if (!st.direct[i] && ir::numel(outputs[i].shape) > 0)
+        copy_view(outputs[i], st.ptrs[p.out_root[i]], /*to_view=*/true);
+  }
+
+ private:
+  std::unique_ptr<Plan> p_;
+};
+
+class HostRuntime final : public runtime::Runtime {
+ public:
+  const char* name() const override { return "host"; }
+  std::shared_ptr<runtime::Executable> compile(const ir::Graph& graph) override {
+    return std::make_shared<HostExecutable>(make_plan(graph));
+  }
+};
+
+}  // namespace
+}  // namespace torch_tpu::host
+
+namespace torch_tpu::runtime {
+Runtime& host_runtime() {
+  static host::HostRuntime rt;
+  return rt;
+}
+}  // namespace torch_tpu::runtime

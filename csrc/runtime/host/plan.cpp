@@ -1,0 +1,181 @@
+// Compile-time planning: dead-node elimination, reshape aliasing, per-step kernel
+// preparation, constant precomputation, and liveness-based arena allocation (first-fit
+// free list; a buffer is released after its last reader, so temporaries are reused).
+#include "runtime/host/plan.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+
+#include "base/error.h"
+
+namespace torch_tpu::host {
+
+void AlignedFree::operator()(void* p) const { std::free(p); }
+
+AlignedBuffer aligned_buffer(size_t bytes) {
+  size_t n = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, n);
+  TPU_CHECK(p != nullptr, "[host] out of memory; could not allocate ", n, " bytes");
+  return AlignedBuffer(static_cast<std::byte*>(p));
+}
+
+namespace {
+
+constexpr int64_t kAlign = 64;
+constexpr int64_t kMaxFoldedConstantBytes = 1 << 18;
+
+int64_t round_up(int64_t b) { return (std::max<int64_t>(b, 1) + kAlign - 1) / kAlign * kAlign; }
+
+// First-fit allocator over arena byte offsets.
+class ArenaAllocator {
+ public:
+  int64_t alloc(int64_t bytes) {
+    bytes = round_up(bytes);
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      if (it->second < bytes) continue;
+      int64_t off = it->first, rest = it->second - bytes;
+      free_.erase(it);
+      if (rest) free_[off + bytes] = rest;
+      return off;
+    }
+    // Grow: extend a free block that ends at the top, else append.
+    if (!free_.empty()) {
+      auto last = std::prev(free_.end());
+      if (last->first + last->second == top_) {
+        int64_t off = last->first;
+        free_.erase(last);
+        top_ = off + bytes;
+        return off;
+      }
+    }
+    int64_t off = top_;
+    top_ += bytes;
+    return off;
+  }
+  void release(int64_t off, int64_t bytes) {
+    bytes = round_up(bytes);
+    auto it = free_.emplace(off, bytes).first;
+    auto next = std::next(it);
+    if (next != free_.end() && it->first + it->second == next->first) {
+      it->second += next->second;
+      free_.erase(next);
+    }
+    if (it != free_.begin()) {
+      auto prev = std::prev(it);
+      if (prev->first + prev->second == it->first) {
+        prev->second += it->second;
+        free_.erase(it);
+      }
+    }
+  }
+  int64_t top() const { return top_; }
+
+ private:
+  std::map<int64_t, int64_t> free_;
+  int64_t top_ = 0;
+};
+
+void prepare(const ir::Graph& g, Step& s) {
+  switch (ir::op_info(s.n->op).kind) {
+    case ir::OpKind::kUnary:
+    case ir::OpKind::kBinary:
+    case ir::OpKind::kElementwise: return prepare_elementwise(g, s);
+    case ir::OpKind::kLeaf: return prepare_leaf(g, s);
+    case ir::OpKind::kShape: return prepare_shape(g, s);
+    case ir::OpKind::kReduce: return prepare_reduce(g, s);
+    case ir::OpKind::kDot: return prepare_dot(g, s);
+    case ir::OpKind::kRng: return prepare_rng(g, s);
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Plan> make_plan(const ir::Graph& graph) {
+  graph.verify();
+  auto plan = std::make_unique<Plan>();
+  Plan& p = *plan;
+  p.graph = graph;
+  const auto& nodes = p.graph.nodes();
+  int nv = static_cast<int>(nodes.size());
+  p.slots.resize(nv);
+  p.param_value.assign(p.graph.num_params(), -1);
+  p.param_read_at_end.assign(p.graph.num_params(), false);
+
+  std::vector<bool> live(nv, false);
+  for (ir::Value v : p.graph.outputs()) live[v.id] = true;
+  for (int i = nv - 1; i >= 0; --i)
+    if (live[i])
+      for (int o : nodes[i].operands) live[o] = true;
+
+  std::vector<int> step_of(nv, -1);
+  for (int i = 0; i < nv; ++i) {
+    const ir::Node& n = nodes[i];
+    ValueSlot& slot = p.slots[i];
+    slot.root = i;
+    slot.bytes = ir::numel(n.shape) * static_cast<int64_t>(ir::dtype_size(n.dtype));
+    if (!live[i]) continue;
+    if (n.is_param) {
+      slot.where = Where::kParam;
+      p.params.push_back(i);
+      p.param_value[n.param_index] = i;
+      continue;
+    }
+    if (n.op == ir::OpCode::Reshape) {
+      slot.where = Where::kAlias;
+      slot.root = p.slots[n.operands[0]].root;
+      continue;
+    }
+    Step s;
+    s.node = i;
+    s.n = &n;
+    s.operands = n.operands;
+    prepare(p.graph, s);
+    p.max_operands = std::max(p.max_operands, static_cast<int>(n.operands.size()));
+    if (ir::op_info(n.op).kind == ir::OpKind::kLeaf && slot.bytes <= kMaxFoldedConstantBytes) {
+      // Leaves are computed once here and shared read-only by every run.
+      AlignedBuffer buf = aligned_buffer(slot.bytes);
+      s.fn(KernelArgs{s, nullptr, buf.get(), nullptr});
+      slot.where = Where::kConst;
+      slot.data = buf.get();
+      p.constants.push_back(std::move(buf));
+      continue;
+    }
+    slot.where = Where::kArena;
+    step_of[i] = static_cast<int>(p.steps.size());
+    p.steps.push_back(std::move(s));
+  }
+
+  // Liveness: last step reading each root; output roots live to the end.
+  int ns = static_cast<int>(p.steps.size());
+  std::vector<int> last_use(nv, -1);
+  for (int k = 0; k < ns; ++k)
+    for (int o : p.steps[k].operands) last_use[p.slots[o].root] = k;
+  for (ir::Value v : p.graph.outputs()) {
+    int r = p.slots[v.id].root;
+    p.out_root.push_back(r);
+    last_use[r] = ns;
+    if (p.slots[r].where == Where::kParam) p.param_read_at_end[nodes[r].param_index] = true;
+  }
+
+  ArenaAllocator arena;
+  for (int v : p.params) p.slots[v].offset = arena.alloc(p.slots[v].bytes);  // gather regions
+  std::vector<std::vector<int>> release_after(ns);
+  for (int v = 0; v < nv; ++v)
+    if (p.slots[v].where == Where::kArena && last_use[v] < ns)
+      release_after[std::max(last_use[v], step_of[v])].push_back(v);
+  p.scratch_offset.assign(ns, 0);
+  for (int k = 0; k < ns; ++k) {
+    ValueSlot& out = p.slots[p.steps[k].node];
+    out.offset = arena.alloc(out.bytes);
+    if (p.steps[k].scratch_bytes > 0) {
+      p.scratch_offset[k] = arena.alloc(p.steps[k].scratch_bytes);
+      arena.release(p.scratch_offset[k], p.steps[k].scratch_bytes);
+    }
+    for (int v : release_after[k]) arena.release(p.slots[v].offset, p.slots[v].bytes);
+  }
+  p.arena_bytes = arena.top();
+  return plan;
+}
+
+}  // namespace torch_tpu::host

@@ -1,0 +1,230 @@
+// Reductions (sum, prod, max, min, and, or) and argmax/argmin. The operand is viewed as
+// [A, R, K] (outer kept, reduced, inner kept) after dropping size-1 dims and merging
+// neighbours; patterns that do not fit are first permuted into [kept, reduced] in
+// scratch. Rows (K == 1) reduce pairwise with 8 lanes; columns (K > 1) accumulate tiles
+// of 64 lanes with a 4-level cascade, so f32 sums stay accurate for long reductions.
+// Accumulation is in float for f16/bf16/f32, double for f64, wrap-around for integers.
+// Results do not depend on the thread count. Empty reductions give the identity.
+#include <algorithm>
+
+#include "runtime/host/kernels.h"
+#include "runtime/host/numeric.h"
+#include "runtime/host/parallel.h"
+
+namespace torch_tpu::host {
+namespace {
+
+using ir::DType;
+using ir::Reducer;
+
+template <Reducer R>
+struct Red {
+  template <class C>
+  static C init() {
+    if constexpr (R == Reducer::Sum || R == Reducer::Or) return C(0);
+    else if constexpr (R == Reducer::Prod) return C(1);
+    else if constexpr (R == Reducer::Max) return lowest<C>();
+    else if constexpr (R == Reducer::Min) return highest<C>();
+    else if constexpr (std::is_same_v<C, bool>) return true;
+    else return static_cast<C>(~C(0));
+  }
+  template <class C>
+  static C f(C a, C b) {
+    if constexpr (R == Reducer::Sum) return wrap_add(a, b);
+    else if constexpr (R == Reducer::Prod) return wrap_mul(a, b);
+    else if constexpr (R == Reducer::Max) return nan_max(a, b);
+    else if constexpr (R == Reducer::Min) return nan_min(a, b);
+    else if constexpr (R == Reducer::And) return static_cast<C>(a & b);
+    else return static_cast<C>(a | b);
+  }
+};
+
+template <DType D>
+using Acc = std::conditional_t<std::is_same_v<typename DT<D>::C, float>, float, typename DT<D>::C>;
+
+template <Reducer R, DType D>
+Acc<D> reduce_row(const typename DT<D>::S* x, int64_t n) {
+  using C = Acc<D>;
+  if (n > 256) {
+    int64_t h = (n / 2 + 7) / 8 * 8;
+    return Red<R>::f(reduce_row<R, D>(x, h), reduce_row<R, D>(x + h, n - h));
+  }
+  C lane[8];
+  for (C& l : lane) l = Red<R>::template init<C>();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) lane[j] = Red<R>::f(lane[j], static_cast<C>(DT<D>::load(x[i + j])));
+  for (int j = 0; i < n; ++i, ++j) lane[j] = Red<R>::f(lane[j], static_cast<C>(DT<D>::load(x[i])));
+  for (int w = 4; w >= 1; w /= 2)
+    for (int j = 0; j < w; ++j) lane[j] = Red<R>::f(lane[j], lane[j + w]);
+  return lane[0];
+}
+
+constexpr int64_t kTile = 64;
+constexpr int64_t kBlock = 1 << 15;  // fixed split of one long row across threads
+
+// Step data: i0 = A, i1 = R, i2 = K; copies[0] (optional) permutes the operand into
+// scratch first; the partial sums of a split row live in scratch after that.
+template <Reducer R, DType D>
+void reduce_kernel(const KernelArgs& a) {
+  using S = typename DT<D>::S;
+  using C = Acc<D>;
+  const Step& s = a.step;
+  int64_t A = s.i0, Rn = s.i1, K = s.i2;
+  const S* x = static_cast<const S*>(a.in[0]);
+  S* o = static_cast<S*>(a.out);
+  char* scratch = static_cast<char*>(a.scratch);
+  if (!s.copies.empty()) {
+    run_copy(s.copies[0], scratch, x, sizeof(S));
+    x = reinterpret_cast<const S*>(scratch);
+    scratch += s.i3;
+  }
+  auto out = [](C v) { return DT<D>::store(static_cast<typename DT<D>::C>(v)); };
+  if (K == 1 && A == 1 && Rn > 2 * kBlock) {
+    int64_t nb = (Rn + kBlock - 1) / kBlock;
+    C* part = reinterpret_cast<C*>(scratch);
+    parallel_for(nb, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i)
+        part[i] = reduce_row<R, D>(x + i * kBlock, std::min(kBlock, Rn - i * kBlock));
+    });
+    for (int64_t w = 1; w < nb; w *= 2)  // pairwise over the fixed blocks
+      for (int64_t i = 0; i + w < nb; i += 2 * w) part[i] = Red<R>::f(part[i], part[i + w]);
+    o[0] = out(part[0]);
+  } else if (K == 1) {
+    parallel_for(A, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(Rn, 1)),
+                 [&](int64_t b, int64_t e) {
+                   for (int64_t i = b; i < e; ++i) o[i] = out(reduce_row<R, D>(x + i * Rn, Rn));
+                 });
+  } else {
+    int64_t tiles_k = (K + kTile - 1) / kTile;
+    int64_t grain = std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(Rn * kTile, 1));
+    parallel_for(A * tiles_k, grain, [&](int64_t b, int64_t e) {
+      C acc[4][kTile];
+      for (int64_t t = b; t < e; ++t) {
+        int64_t ai = t / tiles_k, k0 = (t % tiles_k) * kTile, w = std::min(kTile, K - k0);
+        for (auto& lv : acc)
+          for (C& v : lv) v = Red<R>::template init<C>();
+        const S* base = x + ai * Rn * K + k0;
+        for (int64_t r = 0; r < Rn; ++r) {
+          const S* row = base + r * K;
+          for (int64_t j = 0; j < w; ++j) acc[0][j] = Red<R>::f(acc[0][j], static_cast<C>(DT<D>::load(row[j])));
+          for (int lv = 0, period = 16; lv < 3 && (r + 1) % period == 0; ++lv, period *= 16)
+            for (int64_t j = 0; j < w; ++j) {
+              acc[lv + 1][j] = Red<R>::f(acc[lv + 1][j], acc[lv][j]);
+              acc[lv][j] = Red<R>::template init<C>();
+            }
+        }
+        for (int64_t j = 0; j < w; ++j)
+          o[ai * K + k0 + j] = out(Red<R>::f(Red<R>::f(acc[3][j], acc[2][j]), Red<R>::f(acc[1][j], acc[0][j])));
+      }
+    });
+  }
+}
+
+// argmax/argmin over [A, R, K] -> i64 [A, K]: first extreme; a NaN is the extreme.
+template <bool kMax, DType D>
+void arg_kernel(const KernelArgs& a) {
+  using S = typename DT<D>::S;
+  using C = typename DT<D>::C;
+  const Step& s = a.step;
+  int64_t A = s.i0, Rn = s.i1, K = s.i2;
+  const S* x = static_cast<const S*>(a.in[0]);
+  int64_t* o = static_cast<int64_t*>(a.out);
+  int64_t tiles_k = (K + kTile - 1) / kTile;
+  parallel_for(A * tiles_k, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(Rn * kTile, 1)),
+               [&](int64_t b, int64_t e) {
+    C best[kTile];
+    for (int64_t t = b; t < e; ++t) {
+      int64_t ai = t / tiles_k, k0 = (t % tiles_k) * kTile, w = std::min(kTile, K - k0);
+      int64_t* idx = o + ai * K + k0;
+      const S* base = x + ai * Rn * K + k0;
+      for (int64_t j = 0; j < w; ++j) {
+        idx[j] = 0;
+        if (Rn > 0) best[j] = DT<D>::load(base[j]);
+      }
+      for (int64_t r = 1; r < Rn; ++r)
+        for (int64_t j = 0; j < w; ++j) {
+          C v = DT<D>::load(base[r * K + j]), cur = best[j];
+          bool better = kMax ? (v > cur) : (v < cur);
+          if (cur == cur && (v != v || better)) {
+            best[j] = v;
+            idx[j] = r;
+          }
+        }
+    }
+  });
+}
+
+template <DType D>
+KernelFn pick_reduce(const ir::Node& n) {
+  if (n.op == ir::OpCode::ArgMax) return &arg_kernel<true, D>;
+  if (n.op == ir::OpCode::ArgMin) return &arg_kernel<false, D>;
+  Reducer r = n.attrs.reducer;
+  if constexpr (D == DType::Bool) {  // i1: sum = or, prod = and (StableHLO semantics)
+    if (r == Reducer::Sum || r == Reducer::Max) r = Reducer::Or;
+    if (r == Reducer::Prod || r == Reducer::Min) r = Reducer::And;
+  }
+  switch (r) {
+    case Reducer::Sum: return &reduce_kernel<Reducer::Sum, D>;
+    case Reducer::Prod: return &reduce_kernel<Reducer::Prod, D>;
+    case Reducer::Max: return &reduce_kernel<Reducer::Max, D>;
+    case Reducer::Min: return &reduce_kernel<Reducer::Min, D>;
+    case Reducer::And:
+    case Reducer::Or:
+      if constexpr (!std::is_floating_point_v<typename DT<D>::C>)
+        return r == Reducer::And ? &reduce_kernel<Reducer::And, D> : &reduce_kernel<Reducer::Or, D>;
+      break;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+void prepare_reduce(const ir::Graph& g, Step& s) {
+  const ir::Node& n = *s.n;
+  const ir::Node& x = g.nodes()[n.operands[0]];
+  std::vector<bool> red(x.shape.size(), false);
+  for (int64_t d : n.attrs.dims) red[d] = true;
+  // Groups of neighbouring dims with the same kind (size-1 dims dropped).
+  std::vector<std::pair<int64_t, bool>> groups;
+  for (size_t i = 0; i < x.shape.size(); ++i) {
+    if (x.shape[i] == 1) continue;
+    if (!groups.empty() && groups.back().second == red[i]) groups.back().first *= x.shape[i];
+    else groups.push_back({x.shape[i], red[i]});
+  }
+  int64_t kept = ir::numel(n.shape), total = ir::numel(x.shape);
+  s.i0 = kept, s.i1 = 1, s.i2 = 1;
+  size_t elem = ir::dtype_size(x.dtype);
+  if (total == 0) {
+    s.i1 = 0;  // empty: identity (or index 0) for every kept element
+  } else if (groups.size() <= 2 || (groups.size() == 3 && groups[1].second)) {
+    // Groups alternate kinds, so this is [], [K], [R], [K R], [R K] or [K R K].
+    size_t i = 0;
+    s.i0 = (i < groups.size() && !groups[i].second) ? groups[i++].first : 1;
+    s.i1 = (i < groups.size() && groups[i].second) ? groups[i++].first : 1;
+    s.i2 = (i < groups.size()) ? groups[i].first : 1;
+  } else {
+    TPU_CHECK(n.op == ir::OpCode::Reduce, "[host reduce] unexpected layout");
+    std::vector<int64_t> xst = contiguous_strides(x.shape), src;
+    ir::Shape pshape;
+    for (bool want_red : {false, true})
+      for (size_t d = 0; d < x.shape.size(); ++d)
+        if (red[d] == want_red) {
+          pshape.push_back(x.shape[d]);
+          src.push_back(xst[d]);
+        }
+    std::vector<int64_t> dst = contiguous_strides(pshape);
+    s.copies.push_back(make_copy_plan(pshape, dst.data(), src.data()));
+    s.i1 = total / std::max<int64_t>(kept, 1);
+    s.i3 = (total * static_cast<int64_t>(elem) + 63) / 64 * 64;
+  }
+  if (n.op == ir::OpCode::Reduce && s.i2 == 1 && s.i0 == 1)
+    s.scratch_bytes = s.i3 + ((s.i1 + kBlock - 1) / kBlock + 1) * 8;
+  else
+    s.scratch_bytes = s.i3;
+  TPU_DISPATCH_DTYPE(x.dtype, s.fn = pick_reduce<D>(n))
+  TPU_CHECK(s.fn != nullptr, "[host ", ir::op_info(n.op).hlo, "] no kernel for dtype ",
+            ir::dtype_name(x.dtype));
+}
+
+}  // namespace torch_tpu::host

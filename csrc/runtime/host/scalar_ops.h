@@ -1,0 +1,134 @@
+// One scalar functor per elementwise IR op (the table of scalar semantics). Each functor
+// maps compute-type values (see numeric.h DT<D>::C) to a compute-type result and is
+// written branch-light so the contiguous loops that call it vectorize. Semantics follow
+// StableHLO and match PyTorch CPU:
+// - integer add/sub/mul/neg/abs/pow wrap around (computed in unsigned);
+// - integer divide truncates toward zero; x/0 = -1 (all ones for unsigned) and
+//   INT_MIN/-1 = INT_MIN, as XLA defines it; remainder has the dividend's sign, x%0 = x;
+// - integer pow by squaring; negative exponent: 1 for base 1, +-1 for base -1, else 0;
+// - maximum/minimum propagate NaN; sign(NaN) = NaN; round_nearest_even ties to even.
+// The name of each functor is the IR op name + "Op"; elementwise.cpp finds them by
+// the X-macro over ops.def.
+#pragma once
+#include <cmath>
+#include <type_traits>
+
+#include "runtime/host/numeric.h"
+
+namespace torch_tpu::host::ops {
+
+template <class T>
+constexpr bool kFloat = std::is_floating_point_v<T>;
+template <class T>
+constexpr bool kSigned = kIsInt<T> && std::is_signed_v<T>;
+
+#define TPU_UNARY_OP(Name, expr)      \
+  struct Name##Op {                   \
+    template <class T>                \
+    static T f(T x) {                 \
+      return expr;                    \
+    }                                 \
+  };
+#define TPU_BINARY_OP(Name, expr)     \
+  struct Name##Op {                   \
+    template <class T>                \
+    static T f(T a, T b) {            \
+      return expr;                    \
+    }                                 \
+  };
+
+TPU_UNARY_OP(Sign, x != x ? x : static_cast<T>((T(0) < x) - (x < T(0))))
+TPU_UNARY_OP(Exp, std::exp(x))
+TPU_UNARY_OP(Expm1, std::expm1(x))
+TPU_UNARY_OP(Log, std::log(x))
+TPU_UNARY_OP(Log1p, std::log1p(x))
+TPU_UNARY_OP(Sqrt, std::sqrt(x))
+TPU_UNARY_OP(Rsqrt, T(1) / std::sqrt(x))
+TPU_UNARY_OP(Cbrt, std::cbrt(x))
+TPU_UNARY_OP(Tanh, std::tanh(x))
+TPU_UNARY_OP(Logistic, T(1) / (T(1) + std::exp(-x)))
+TPU_UNARY_OP(Sin, std::sin(x))
+TPU_UNARY_OP(Cos, std::cos(x))
+TPU_UNARY_OP(Tan, std::tan(x))
+TPU_UNARY_OP(Erf, std::erf(x))
+TPU_UNARY_OP(Floor, std::floor(x))
+TPU_UNARY_OP(Ceil, std::ceil(x))
+TPU_UNARY_OP(RoundEven, __builtin_roundeven(x))
+
+struct AbsOp {
+  template <class T>
+  static T f(T x) {
+    if constexpr (kFloat<T>) return std::fabs(x);
+    else if constexpr (kSigned<T>) return x < T(0) ? wrap_sub(T(0), x) : x;
+    else return x;
+  }
+};
+
+struct NegateOp {
+  template <class T>
+  static T f(T x) {
+    if constexpr (kFloat<T>) return -x;
+    else return wrap_sub(T(0), x);
+  }
+};
+
+struct NotOp {
+  template <class T>
+  static T f(T x) {
+    if constexpr (std::is_same_v<T, bool>) return !x;
+    else return static_cast<T>(~x);
+  }
+};
+
+TPU_BINARY_OP(Add, wrap_add(a, b))
+TPU_BINARY_OP(Sub, wrap_sub(a, b))
+TPU_BINARY_OP(Mul, wrap_mul(a, b))
+TPU_BINARY_OP(Max, nan_max(a, b))
+TPU_BINARY_OP(Min, nan_min(a, b))
+TPU_BINARY_OP(Atan2, std::atan2(a, b))
+TPU_BINARY_OP(And, static_cast<T>(a & b))
+TPU_BINARY_OP(Or, static_cast<T>(a | b))
+TPU_BINARY_OP(Xor, static_cast<T>(a ^ b))
+
+struct DivOp {
+  template <class T>
+  static T f(T a, T b) {
+    if constexpr (kFloat<T>) return a / b;
+    else if constexpr (!kSigned<T>) return b == 0 ? static_cast<T>(~T(0)) : static_cast<T>(a / b);
+    else return b == 0 ? T(-1) : b == T(-1) ? wrap_sub(T(0), a) : static_cast<T>(a / b);
+  }
+};
+
+struct RemOp {
+  template <class T>
+  static T f(T a, T b) {
+    if constexpr (kFloat<T>) return std::fmod(a, b);
+    else if constexpr (!kSigned<T>) return b == 0 ? a : static_cast<T>(a % b);
+    else return b == 0 ? a : b == T(-1) ? T(0) : static_cast<T>(a % b);
+  }
+};
+
+struct PowOp {
+  template <class T>
+  static T f(T a, T b) {
+    if constexpr (kFloat<T>) {
+      return std::pow(a, b);
+    } else {
+      if constexpr (kSigned<T>) {
+        if (b < 0) return a == 1 ? T(1) : a == T(-1) ? ((b & 1) ? T(-1) : T(1)) : T(0);
+      }
+      using W = Wide<T>;
+      W r = 1, base = static_cast<W>(a);
+      for (std::make_unsigned_t<T> e = static_cast<std::make_unsigned_t<T>>(b); e; e >>= 1) {
+        if (e & 1) r *= base;
+        base *= base;
+      }
+      return static_cast<T>(r);
+    }
+  }
+};
+
+#undef TPU_UNARY_OP
+#undef TPU_BINARY_OP
+
+}  // namespace torch_tpu::host::ops

@@ -1,0 +1,148 @@
+// dot_general: layouts (batch/contract dims anywhere), dtypes, and the three F32
+// precisions: DEFAULT equals sgemm on bf16-rounded inputs bit for bit; relative errors
+// against double are near 2^-8 / 2^-16 / 2^-22 for DEFAULT / HIGH / HIGHEST.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "runtime_test_util.h"
+
+namespace torch_tpu::host::testing {
+namespace {
+
+ir::Attrs dims(std::vector<int64_t> lb, std::vector<int64_t> rb, std::vector<int64_t> lc,
+               std::vector<int64_t> rc, ir::Precision p = ir::Precision::Highest) {
+  ir::Attrs a;
+  a.lhs_batch = lb, a.rhs_batch = rb, a.lhs_contract = lc, a.rhs_contract = rc;
+  a.precision = p;
+  return a;
+}
+
+// Reference for lhs [B, K, M] (batch 0, contract 1) x rhs [N, B, K] (batch 1, contract 2).
+double ref(const Tensor& l, const Tensor& r, int64_t b, int64_t m, int64_t n, int64_t B, int64_t K,
+           int64_t M) {
+  double acc = 0;
+  for (int64_t k = 0; k < K; ++k) acc += l.get((b * K + k) * M + m) * r.get((n * B + b) * K + k);
+  return acc;
+}
+
+TEST(HostDot, LayoutsAndDtypes) {
+  int64_t B = 2, K = 5, M = 3, N = 4;
+  for (DType d : all_dtypes()) {
+    if (d == DType::Bool) continue;
+    Tensor l = make(d, {B, K, M}, [](int64_t i) { return (i * 5) % 7 - 2; });
+    Tensor r = make(d, {N, B, K}, [](int64_t i) { return (i * 3) % 5 - 1; });
+    if (d == DType::U8 || d == DType::U64) {
+      l = make(d, {B, K, M}, [](int64_t i) { return (i * 5) % 7; });
+      r = make(d, {N, B, K}, [](int64_t i) { return (i * 3) % 5; });
+    }
+    for (auto p : {ir::Precision::Default, ir::Precision::High, ir::Precision::Highest}) {
+      Graph g;
+      Value pl = g.param(d, {B, K, M}), pr = g.param(d, {N, B, K});
+      Value out = g.dot(pl, pr, dims({0}, {1}, {1}, {2}, p));
+      g.set_outputs({out});
+      ASSERT_EQ(g.shape(out), (Shape{B, M, N}));
+      Tensor got = run(g, {l, r})[0];
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t n = 0; n < N; ++n) {
+            Tensor w(d, {1});
+            w.set(0, ref(l, r, b, m, n, B, K, M));  // small integers: exact in every dtype
+            ASSERT_EQ(got.get((b * M + m) * N + n), w.get(0)) << ir::dtype_name(d);
+          }
+    }
+  }
+}
+
+TEST(HostDot, IntegerWraps) {
+  Graph g;
+  Value pl = g.param(DType::I32, {1, 2}), pr = g.param(DType::I32, {2, 1});
+  Value out = g.dot(pl, pr, dims({}, {}, {1}, {0}));
+  g.set_outputs({out});
+  auto r = run(g, {make(DType::I32, {1, 2}, [](int64_t) { return 65536; }),
+                   make(DType::I32, {2, 1}, [](int64_t) { return 65536; })});
+  EXPECT_EQ(r[0].geti(0), 0);  // 2 * 2^32 wraps to 0
+}
+
+struct Mats {
+  int64_t M = 64, K = 300, N = 48;
+  Tensor a, b;
+  std::vector<double> exact;
+  Mats() {
+    a = make(DType::F32, {M, K}, [](int64_t i) { return std::sin(i * 0.37) + 0.1; });
+    b = make(DType::F32, {K, N}, [](int64_t i) { return std::cos(i * 0.11) + 0.2; });
+    exact.assign(M * N, 0);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t k = 0; k < K; ++k) exact[m * N + n] += a.get(m * K + k) * b.get(k * N + n);
+  }
+  Tensor run_prec(ir::Precision p) const {
+    Graph g;
+    Value pa = g.param(DType::F32, {M, K}), pb = g.param(DType::F32, {K, N});
+    g.set_outputs({g.dot(pa, pb, dims({}, {}, {1}, {0}, p))});
+    return run(g, {a, b})[0];
+  }
+  // max |got - exact| / sum |a||b| over outputs (a relative error per dot product).
+  double rel_err(const Tensor& got) const {
+    double worst = 0;
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double mag = 0;
+        for (int64_t k = 0; k < K; ++k) mag += std::fabs(a.get(m * K + k) * b.get(k * N + n));
+        worst = std::max(worst, std::fabs(got.get(m * N + n) - exact[m * N + n]) / mag);
+      }
+    return worst;
+  }
+};
+
+TEST(HostDot, DefaultPrecisionIsBf16InputsFp32Accumulate) {
+  Mats t;
+  Tensor got = t.run_prec(ir::Precision::Default);
+  std::vector<float> ar(t.M * t.K), br(t.K * t.N), c(t.M * t.N);
+  for (size_t i = 0; i < ar.size(); ++i) ar[i] = round_bf16(static_cast<float>(t.a.get(i)));
+  for (size_t i = 0; i < br.size(); ++i) br[i] = round_bf16(static_cast<float>(t.b.get(i)));
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t.M, t.N, t.K, 1.0f, ar.data(), t.K,
+              br.data(), t.N, 0.0f, c.data(), t.N);
+  for (int64_t i = 0; i < t.M * t.N; ++i) ASSERT_EQ(static_cast<float>(got.get(i)), c[i]) << i;
+}
+
+TEST(HostDot, PrecisionErrorLevels) {
+  Mats t;
+  double e_def = t.rel_err(t.run_prec(ir::Precision::Default));
+  double e_high = t.rel_err(t.run_prec(ir::Precision::High));
+  double e_hst = t.rel_err(t.run_prec(ir::Precision::Highest));
+  std::printf("dot rel err: default 2^%.1f high 2^%.1f highest 2^%.1f\n", std::log2(e_def),
+              std::log2(e_high), std::log2(e_hst));
+  EXPECT_GT(e_def, std::ldexp(1.0, -12));
+  EXPECT_LT(e_def, std::ldexp(1.0, -7));
+  EXPECT_GT(e_high, std::ldexp(1.0, -24));
+  EXPECT_LT(e_high, std::ldexp(1.0, -14));
+  EXPECT_LT(e_hst, std::ldexp(1.0, -20));
+  EXPECT_LT(e_high, e_def / 16);
+  EXPECT_LE(e_hst, e_high);
+}
+
+TEST(HostDot, TransposedOperandsAndEmptyContraction) {
+  // lhs [K, M] (contract 0), rhs [N, K] (contract 1): BLAS transpose flags.
+  int64_t K = 6, M = 3, N = 2;
+  Tensor l = make(DType::F64, {K, M}, [](int64_t i) { return i * 0.5; });
+  Tensor r = make(DType::F64, {N, K}, [](int64_t i) { return i - 3.0; });
+  Graph g;
+  Value pl = g.param(DType::F64, {K, M}), pr = g.param(DType::F64, {N, K});
+  Value o1 = g.dot(pl, pr, dims({}, {}, {0}, {1}));
+  Value el = g.param(DType::F32, {2, 0}), er = g.param(DType::F32, {0, 3});
+  Value e = g.dot(el, er, dims({}, {}, {1}, {0}));
+  g.set_outputs({o1, e});
+  auto res = run(g, {l, r, Tensor(DType::F32, {2, 0}), Tensor(DType::F32, {0, 3})});
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double acc = 0;
+      for (int64_t k = 0; k < K; ++k) acc += l.get(k * M + m) * r.get(n * K + k);
+      ASSERT_DOUBLE_EQ(res[0].get(m * N + n), acc);
+    }
+  for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(res[1].get(i), 0);
+}
+
+}  // namespace
+}  // namespace torch_tpu::host::testing
