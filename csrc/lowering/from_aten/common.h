@@ -7,7 +7,8 @@ namespace torch_tpu::lowering {
 
 using ir::OpCode;
 
-inline bool is_tensor(const c10::IValue& v) { return v.isTensor(); }
+// True for a defined tensor (optional tensors may arrive as None or as undefined tensors).
+inline bool has_tensor(const c10::IValue& v) { return v.isTensor() && v.toTensor().defined(); }
 // ATen's result_type for two Tensor-or-Scalar arguments.
 at::ScalarType result_type(const c10::IValue& a, const c10::IValue& b);
 at::ScalarType result_type(const c10::IValue& a, const c10::IValue& b, const c10::IValue& c);

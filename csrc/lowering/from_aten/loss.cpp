@@ -32,7 +32,7 @@ Nll nll_common(Lower& L, const at::Tensor& input, const at::Tensor& target, cons
   Value valid = L.g.compare(Cmp::NE, t, L.g.constant(double(ignore_index), DType::I64, {n}));
   Value onehot = L.g.binary(OpCode::And, L.g.compare(Cmp::EQ, cls, tb), L.g.broadcast(valid, {n, c}, {0}));
   Value wrow;
-  if (weight.isTensor()) {
+  if (has_tensor(weight)) {
     const at::Tensor& w = weight.toTensor();
     TORCH_CHECK(w.dim() == 1 && w.numel() == c, "[", L.op(), "] weight tensor should be defined either for all ", c,
                 " classes or no classes but got weight tensor of shape: ", w.sizes());

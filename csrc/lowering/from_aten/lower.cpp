@@ -116,13 +116,13 @@ Value Lower::in(const at::Tensor& t) {
               "] expected all tensors on one device; got tpu:", t.device().index(), " and tpu:",
               device_);
   Value v = g.param(to_ir(t.scalar_type(), op_), shape_of(t));
-  binds_.push_back({t, 0});
+  binds_.push_back({t, 0, to_ir(t.scalar_type(), op_)});
   return v;
 }
 
 Value Lower::in_host(const at::Tensor& cpu) {
   Value v = g.param(to_ir(cpu.scalar_type(), op_), shape_of(cpu));
-  binds_.push_back({cpu, 0});
+  binds_.push_back({cpu, 0, to_ir(cpu.scalar_type(), op_)});
   return v;
 }
 
@@ -133,13 +133,13 @@ Value Lower::rng_state(const std::optional<at::Generator>& gen, uint64_t n) {
   st.data_ptr<int64_t>()[0] = static_cast<int64_t>(seed);
   st.data_ptr<int64_t>()[1] = static_cast<int64_t>(offset);
   Value v = g.param(DType::U64, {2});
-  binds_.push_back({st, 0});
+  binds_.push_back({st, 0, DType::U64});
   return v;
 }
 
 Value Lower::scalar(const at::Scalar& s, DType dt) {
   Value v = g.param(dt, {});
-  binds_.push_back({at::Tensor(), scalar_bits(s, dt)});
+  binds_.push_back({at::Tensor(), scalar_bits(s, dt), dt});
   return v;
 }
 
@@ -182,11 +182,11 @@ void Lower::launch(const std::vector<at::Tensor>& dsts) {
   for (size_t i = 0; i < binds_.size(); ++i) {
     const Binding& b = binds_[i];
     if (b.tensor.defined()) {
-      p->inputs.push_back(view_of(b.tensor, g.nodes()[i].dtype));
+      p->inputs.push_back(view_of(b.tensor, b.dtype));
       p->keep.push_back(b.tensor.storage());
     } else {
       runtime::View v;
-      v.dtype = g.nodes()[i].dtype;
+      v.dtype = b.dtype;
       p->inputs.push_back(v);
       p->scalars.push_back(b.bits);
       p->scalar_param.push_back(static_cast<int>(i));

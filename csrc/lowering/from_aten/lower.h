@@ -62,6 +62,7 @@ class Lower {
   struct Binding {
     at::Tensor tensor;   // defined for tensor params
     uint64_t bits = 0;   // scalar value, stored in the param's dtype
+    DType dtype;         // the parameter's dtype
   };
   void launch(const std::vector<at::Tensor>& dsts);
   const char* op_;

@@ -110,8 +110,8 @@ std::vector<Value> layer_norm(Lower& L, Args a) {
   Value var = bin(L, OpCode::Div, reduce_keep(L, L.g.binary(OpCode::Mul, c, c), Reducer::Sum, s.norm_dims), n);
   Value rstd = L.g.unary(OpCode::Rsqrt, bin(L, OpCode::Add, var, L.scalar(a[4].toScalar(), ct)));
   Value y = bin(L, OpCode::Mul, c, rstd);
-  if (a[2].isTensor()) y = bin(L, OpCode::Mul, y, L.in(a[2].toTensor(), ct));
-  if (a[3].isTensor()) y = bin(L, OpCode::Add, y, L.in(a[3].toTensor(), ct));
+  if (has_tensor(a[2])) y = bin(L, OpCode::Mul, y, L.in(a[2].toTensor(), ct));
+  if (has_tensor(a[3])) y = bin(L, OpCode::Add, y, L.in(a[3].toTensor(), ct));
   return {L.g.convert(y, dt), L.g.convert(mean, dt), L.g.convert(rstd, dt)};
 }
 
@@ -125,7 +125,7 @@ std::vector<Value> layer_norm_backward(Lower& L, Args a) {
   Value mean = L.g.reshape(L.in(a[3].toTensor(), ct), s.stat_shape);
   Value rstd = L.g.reshape(L.in(a[4].toTensor(), ct), s.stat_shape);
   Value xhat = bin(L, OpCode::Mul, bin(L, OpCode::Sub, x, mean), rstd);
-  bool has_w = a[5].isTensor();
+  bool has_w = has_tensor(a[5]);
   Value gw = has_w ? bin(L, OpCode::Mul, g, L.in(a[5].toTensor(), ct)) : g;
   std::vector<int64_t> outer;
   for (int64_t i = 0; i < input.dim() - static_cast<int64_t>(normalized.size()); ++i) outer.push_back(i);
@@ -140,7 +140,7 @@ std::vector<Value> layer_norm_backward(Lower& L, Args a) {
   Value dw = L.g.reshape(L.g.reduce(L.g.binary(OpCode::Mul, g, xhat), Reducer::Sum, outer), wshape);
   Value db = L.g.reshape(L.g.reduce(g, Reducer::Sum, outer), wshape);
   outs.push_back(L.g.convert(dw, has_w ? to_ir(a[5].toTensor().scalar_type(), L.op()) : dt));
-  outs.push_back(L.g.convert(db, a[6].isTensor() ? to_ir(a[6].toTensor().scalar_type(), L.op()) : dt));
+  outs.push_back(L.g.convert(db, has_tensor(a[6]) ? to_ir(a[6].toTensor().scalar_type(), L.op()) : dt));
   (void)mask;  // all three are computed; autograd ignores the unused ones
   return outs;
 }
