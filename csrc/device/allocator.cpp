@@ -10,6 +10,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "device/device.h"
@@ -31,7 +32,8 @@ size_t round_size(size_t n) {
   return (n + step - 1) / step * step;
 }
 
-// The DataPtr context: one per live block. Cached blocks keep theirs for reuse.
+// A block of device memory. DataPtrs are "simple" (context == data pointer, as copy-on-write
+// requires); the allocator finds the Block of a pointer in its live table.
 struct Block {
   void* ptr;
   size_t size;       // rounded size (what is reserved)
@@ -55,8 +57,8 @@ class TpuAllocator final : public c10::DeviceAllocator {
     int dev = current_device();
     c10::Device device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(dev));
     if (n == 0) return {nullptr, nullptr, &c10::detail::deleteNothing, device};
-    Block* b = take(dev, n);
-    return {b->ptr, b, &TpuAllocator::release, device};
+    void* p = take(dev, n);
+    return {p, p, &TpuAllocator::release, device};
   }
 
   // A device-to-device copy. Pending commands may still write `src`, so the streams drain
@@ -64,6 +66,15 @@ class TpuAllocator final : public c10::DeviceAllocator {
   void copy_data(void* dst, const void* src, std::size_t count) const override {
     exec::synchronize_all();
     std::memcpy(dst, src, count);
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override { return &TpuAllocator::release; }
+
+  // The device owning `p` (a pointer into a live block's start), or -1.
+  int device_of(const void* p) {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = live_.find(const_cast<void*>(p));
+    return it == live_.end() ? -1 : it->second.dev;
   }
 
   bool initialized() override { return true; }
@@ -121,26 +132,26 @@ class TpuAllocator final : public c10::DeviceAllocator {
     f(a[size <= kSmall ? 1 : 2]);
   }
 
-  Block* take(int dev, size_t n) {
+  void* take(int dev, size_t n) {
     size_t size = round_size(n);
     std::lock_guard<std::mutex> lk(mu_);
     DeviceStats& s = stats_[dev];
-    Block* b = nullptr;
+    Block b{nullptr, size, n, dev};
     auto& pool = cache_[dev];
     auto it = pool.find(size);
     if (it != pool.end() && !it->second.empty()) {
-      b = it->second.back();
+      b.ptr = it->second.back();
       it->second.pop_back();
     } else {
-      b = new Block{fresh(dev, size), size, 0, dev};
+      b.ptr = fresh(dev, size);
     }
-    b->requested = n;
+    live_.emplace(b.ptr, b);
     both(s.allocation, size, [](auto& x) { x.increase(1); });
     both(s.active, size, [](auto& x) { x.increase(1); });
     both(s.allocated_bytes, size, [&](auto& x) { x.increase(size); });
     both(s.active_bytes, size, [&](auto& x) { x.increase(size); });
     both(s.requested_bytes, size, [&](auto& x) { x.increase(n); });
-    return b;
+    return b.ptr;
   }
 
   // A new segment from the system; under capacity pressure the cache is dropped first.
@@ -170,45 +181,49 @@ class TpuAllocator final : public c10::DeviceAllocator {
   void free_cached(int dev) {
     DeviceStats& s = stats_[dev];
     for (auto& [size, blocks] : cache_[dev]) {
-      for (Block* b : blocks) {
-        std::free(b->ptr);
+      for (void* p : blocks) {
+        std::free(p);
         ++s.num_device_free;
         both(s.segment, size, [](auto& x) { x.decrease(1); });
         both(s.reserved_bytes, size, [&](auto& x) { x.decrease(size); });
-        delete b;
       }
     }
     cache_[dev].clear();
   }
 
-  void put_back(Block* b) {
+  void put_back(void* p) {
     std::lock_guard<std::mutex> lk(mu_);
-    DeviceStats& s = stats_[b->dev];
-    size_t size = b->size;
+    auto node = live_.extract(p);
+    TORCH_INTERNAL_ASSERT(!node.empty(), "[allocator] freeing a pointer it does not own");
+    const Block& b = node.mapped();
+    DeviceStats& s = stats_[b.dev];
+    size_t size = b.size;
     both(s.allocation, size, [](auto& x) { x.decrease(1); });
     both(s.active, size, [](auto& x) { x.decrease(1); });
     both(s.allocated_bytes, size, [&](auto& x) { x.decrease(size); });
     both(s.active_bytes, size, [&](auto& x) { x.decrease(size); });
-    both(s.requested_bytes, size, [&](auto& x) { x.decrease(b->requested); });
-    cache_[b->dev][size].push_back(b);
+    both(s.requested_bytes, size, [&](auto& x) { x.decrease(b.requested); });
+    cache_[b.dev][size].push_back(p);
   }
 
-  static void release(void* ctx);
+  static void release(void* ptr);
 
   std::mutex mu_;
   DeviceStats stats_[kMaxDevices];
-  std::map<size_t, std::vector<Block*>> cache_[kMaxDevices];
+  std::map<size_t, std::vector<void*>> cache_[kMaxDevices];  // free blocks by size class
+  std::unordered_map<void*, Block> live_;
   const int64_t capacity_ = read_capacity();
 };
 
 // Leaked on purpose: stream workers may free blocks during static destruction.
 TpuAllocator* const g_allocator = new TpuAllocator();
-void TpuAllocator::release(void* ctx) { g_allocator->put_back(static_cast<Block*>(ctx)); }
+void TpuAllocator::release(void* ptr) { g_allocator->put_back(ptr); }
 
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, g_allocator);
 
 }  // namespace
 
 c10::Allocator* allocator() { return g_allocator; }
+int device_of_ptr(const void* p) { return g_allocator->device_of(p); }
 
 }  // namespace torch_tpu::device

@@ -15,6 +15,7 @@
 
 namespace torch_tpu::device {
 at::Generator new_generator(int dev);  // generator.cpp
+int device_of_ptr(const void* p);      // allocator.cpp: -1 when not a live tpu block
 }
 
 namespace torch_tpu::device {
@@ -30,9 +31,11 @@ struct TpuHooks final : at::PrivateUse1HooksInterface {
   }
   at::Generator getNewGenerator(c10::DeviceIndex idx) const override { return new_generator(idx); }
 
-  // Device memory is host memory here: a foreign pointer is taken to be on the current device.
-  at::Device getDeviceFromPtr(void*) const override {
-    return {c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(current_device())};
+  // The device of a block start from our allocator; any other pointer (device memory is host
+  // memory here) is taken to be on the current device.
+  at::Device getDeviceFromPtr(void* p) const override {
+    int dev = device_of_ptr(p);
+    return {c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(dev >= 0 ? dev : current_device())};
   }
   // pin_memory=True gets ordinary CPU memory (is_pinned() stays False): host copies are
   // synchronous memcpys that do not need page-locked memory.

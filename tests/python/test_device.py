@@ -110,6 +110,37 @@ def test_data_ptr_aligned_and_storage_device():
     assert t.untyped_storage().device == torch.device("tpu:0")
 
 
+def test_lazy_clone_copy_on_write():
+    t = torch.arange(5.0).tpu()
+    c = torch._lazy_clone(t)  # needs "simple" DataPtrs and Allocator.copy_data
+    c.add_(1)
+    assert torch.equal(t.cpu(), torch.arange(5.0)) and torch.equal(c.cpu(), torch.arange(5.0) + 1)
+
+
+def test_frees_from_other_threads():
+    import threading
+
+    torch.tpu.synchronize()
+    base = torch.tpu.memory_allocated()
+    ts = [torch.empty(256, device="tpu") for _ in range(64)]
+
+    def drop(chunk):
+        chunk.clear()
+
+    threads = [threading.Thread(target=drop, args=(ts[i::4],)) for i in range(4)]
+    del ts
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert torch.tpu.memory_allocated() == base
+
+
+def test_pin_memory_does_not_raise():
+    p = torch.ones(3).pin_memory()
+    assert p.device.type == "cpu" and torch.equal(p, torch.ones(3))
+
+
 def test_out_of_memory_capacity():
     code = (
         "import torch, torch_tpu\n"
@@ -153,6 +184,24 @@ def test_rng_state_layout_and_round_trip():
     assert g.get_offset() == 8
     with pytest.raises(RuntimeError, match="16"):
         torch.tpu.set_rng_state(torch.zeros(5, dtype=torch.uint8))
+
+
+def test_random_ops_reproducible():
+    torch.manual_seed(0)
+    a = torch.randn(16, device="tpu")
+    torch.manual_seed(0)
+    b = torch.randn(16, device="tpu")
+    assert torch.equal(a.cpu(), b.cpu())
+    assert torch.tpu.default_generators[0].get_offset() > 0  # counters were reserved
+    c = torch.randn(16, device="tpu")
+    assert not torch.equal(a.cpu(), c.cpu())
+
+
+def test_backward_on_autograd_thread():
+    x = torch.ones(3, device="tpu", requires_grad=True)
+    (x * 2).sum().backward()
+    assert torch.equal(x.grad.cpu(), torch.full((3,), 2.0))
+    assert torch.tpu.current_device() == 0
 
 
 def test_manual_seed_global_and_generators():
