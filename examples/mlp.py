@@ -62,7 +62,7 @@ def main():
     torch.manual_seed(0)
     model = MLP(p_drop=args.dropout)
     x, y = make_data()
-    torch.tpu.set_matmul_precision(args.precision) if hasattr(torch.tpu, "set_matmul_precision") else None
+    torch_tpu.set_matmul_precision(args.precision)
     t0 = time.perf_counter()
     tpu_losses = train(copy.deepcopy(model), x, y, "tpu", args.steps)
     t_tpu = time.perf_counter() - t0

@@ -2,6 +2,7 @@
 // matmul precision, the compile cache and metrics.
 #include <pybind11/stl.h>
 
+#include "base/error.h"
 #include "exec/stream.h"
 #include "lowering/from_aten/fallback.h"
 #include "lowering/from_aten/lower.h"
@@ -75,6 +76,10 @@ void init_exec_bindings(py::module_& m) {
     cc["compile_time_us"] = us;
     d["compile_cache"] = cc;
     return d;
+  });
+  // For tests: enqueues a command that fails on the worker, as a broken kernel would.
+  m.def("_inject_async_failure", [] {
+    exec::enqueue(0, "test::inject_failure", [] { throw Error("injected failure"); });
   });
   m.def("_reset_fallback_counts", [] { lowering::reset_fallback_counts(); });
 }

@@ -101,8 +101,7 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 }
 
 at::Scalar local_scalar_dense(const at::Tensor& self) {
-  at::Tensor host = transfer::to_host_alias(self);
-  return host.item();
+  return transfer::read_scalar(self);
 }
 
 void record_stream(at::Tensor& self, c10::Stream stream) {}

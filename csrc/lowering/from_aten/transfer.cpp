@@ -21,6 +21,12 @@ at::Tensor to_host_alias(const at::Tensor& t) {
   return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), opts);
 }
 
+at::Scalar read_scalar(const at::Tensor& t) {
+  TORCH_CHECK(t.numel() == 1, "[aten::item] a Tensor with ", t.numel(), " elements cannot be converted to Scalar");
+  g_d2h += t.itemsize();
+  return to_host_alias(t).item();
+}
+
 void copy(const at::Tensor& src, const at::Tensor& dst) {
   if (dst.numel() == 0) return;
   if (src.is_privateuseone() && dst.is_privateuseone()) {

@@ -13,6 +13,9 @@ void copy(const at::Tensor& src, const at::Tensor& dst);
 // A CPU tensor viewing tpu memory, after waiting for pending work on its device.
 at::Tensor to_host_alias(const at::Tensor& t);
 
+// The value of a one-element tpu tensor (waits for the stream).
+at::Scalar read_scalar(const at::Tensor& t);
+
 struct Counters {
   int64_t h2d_bytes = 0, d2h_bytes = 0, d2d_bytes = 0;
 };
