@@ -240,6 +240,7 @@ def test_streams():
     s1.synchronize()
     assert s1.query()
     assert torch.Stream(device="tpu").device_index == 0  # index -1 resolved
+    torch.empty(4, device="tpu").record_stream(s1)
 
 
 def test_events():
@@ -321,3 +322,18 @@ def test_double_import_is_harmless():
     import importlib
     importlib.reload(torch_tpu)
     assert torch.tpu is sys.modules["torch_tpu.device"]
+
+
+def test_fork_after_init_is_bad_fork():
+    code = (
+        "import os, torch, torch_tpu\n"
+        "torch.empty(1, device='tpu')\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    os._exit(0 if torch.tpu._is_in_bad_fork() and not torch.tpu.is_initialized() else 1)\n"
+        "_, st = os.waitpid(pid, 0)\n"
+        "assert os.waitstatus_to_exitcode(st) == 0\n"
+        "assert not torch.tpu._is_in_bad_fork()\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
