@@ -141,3 +141,9 @@ __all__ = [
     "EagerMode", "set_eager_mode", "get_eager_mode", "eager_mode", "cpu_fallback_mode",
     "metrics", "metrics_report",
 ]
+
+from torch_tpu._internal import printing as _printing  # noqa: E402
+from torch_tpu._internal.precision import Precision, precision, set_matmul_precision, get_matmul_precision  # noqa: E402
+
+_printing.install()
+__all__ += ["Precision", "precision", "set_matmul_precision", "get_matmul_precision"]

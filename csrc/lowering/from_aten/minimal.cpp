@@ -25,7 +25,7 @@ at::Tensor empty_memory_format(at::IntArrayRef size, std::optional<at::ScalarTyp
                                std::optional<at::Layout> layout, std::optional<at::Device> device,
                                std::optional<bool> pin_memory,
                                std::optional<at::MemoryFormat> memory_format) {
-  if (device && device->has_index()) device::set_current_device(device->index());
+  c10::OptionalDeviceGuard guard(device);
   return at::detail::empty_generic(size, device::allocator(), kTpuKeys,
                                    c10::dtype_or_default(dtype), memory_format);
 }
@@ -33,7 +33,7 @@ at::Tensor empty_memory_format(at::IntArrayRef size, std::optional<at::ScalarTyp
 at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride,
                          std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
                          std::optional<at::Device> device, std::optional<bool> pin_memory) {
-  if (device && device->has_index()) device::set_current_device(device->index());
+  c10::OptionalDeviceGuard guard(device);
   return at::detail::empty_strided_generic(size, stride, device::allocator(), kTpuKeys,
                                            c10::dtype_or_default(dtype));
 }
