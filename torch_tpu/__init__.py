@@ -145,5 +145,10 @@ __all__ = [
 from torch_tpu._internal import printing as _printing  # noqa: E402
 from torch_tpu._internal.precision import Precision, precision, set_matmul_precision, get_matmul_precision  # noqa: E402
 
+from torch_tpu._internal import backends as _backends  # noqa: E402
+from torch_tpu._internal import precision as _precision  # noqa: E402
+
 _printing.install()
+_precision.install_torch_hooks()
+_backends.install()
 __all__ += ["Precision", "precision", "set_matmul_precision", "get_matmul_precision"]

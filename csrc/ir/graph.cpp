@@ -396,8 +396,9 @@ Value Graph::broadcast(Value x, Shape shape, std::vector<int64_t> dims) {
   return op(OpCode::Broadcast, {x}, std::move(a), std::move(shape), dtype(x));
 }
 
-Value Graph::broadcast_to(Value x, const Shape& shape) {
-  const Shape& s = this->shape(x);
+Value Graph::broadcast_to(Value x, const Shape& target) {
+  // Copies: `target` may refer into nodes_ (e.g. g.shape(v)), which reshape() reallocates.
+  const Shape shape = target, s = this->shape(x);
   if (s == shape) return x;
   TPU_CHECK(s.size() <= shape.size(), "[broadcast] cannot broadcast ", shape_str(s), " to ",
             shape_str(shape));

@@ -5,10 +5,16 @@ HIGH: three bf16 passes (hi*hi + hi*lo + lo*hi), about 16 bits.
 HIGHEST: float32-faithful.
 
 The setting is process-wide (also seen by the autograd thread that runs backward); see
-docs/decisions/precision-scope.md.
+docs/decisions/precision-scope.md. `torch.set_float32_matmul_precision` also sets it
+("medium" -> DEFAULT, "high" -> HIGH, "highest" -> HIGHEST) after calling through to
+PyTorch's own setter, so CPU/CUDA keep their behaviour. PyTorch's default is "highest";
+tpu's default stays DEFAULT until the user calls either setter.
 """
 import contextlib
 import enum
+import functools
+
+import torch
 
 from torch_tpu import _C
 
@@ -50,3 +56,26 @@ def precision(p):
         yield
     finally:
         set_matmul_precision(old)
+
+
+# torch.set_float32_matmul_precision names -> tpu precision.
+_TORCH_NAMES = {"medium": Precision.DEFAULT, "high": Precision.HIGH, "highest": Precision.HIGHEST}
+
+
+def install_torch_hooks() -> None:
+    """Wraps torch.set_float32_matmul_precision so it also sets the tpu precision.
+
+    The original runs first (it validates the name and sets CPU/CUDA); then the tpu setting
+    follows. torch.get_float32_matmul_precision is left as is: it reports PyTorch's value,
+    which equals the tpu one whenever the user set it through torch. Idempotent."""
+    original = torch.set_float32_matmul_precision
+    if getattr(original, "_torch_tpu_wrapped", False):
+        return
+
+    @functools.wraps(original)
+    def set_float32_matmul_precision(precision: str) -> None:
+        original(precision)
+        set_matmul_precision(_TORCH_NAMES[precision])
+
+    set_float32_matmul_precision._torch_tpu_wrapped = True
+    torch.set_float32_matmul_precision = set_float32_matmul_precision
