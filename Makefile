@@ -2,7 +2,7 @@
 IN_ENV := tools/in-env
 BUILD := build
 
-.PHONY: all build demo test test-cpp test-py clean env
+.PHONY: all build demo test test-cpp test-py clean env opinfo
 
 all: build
 
@@ -17,6 +17,10 @@ demo: build
 
 test: build
 	$(IN_ENV) bash -c './$(BUILD)/tpu_cpp_tests --gtest_brief=1 && python3 -m pytest -q -n 2 tests/python'
+
+# Conformance: PyTorch's op_db and module_db on tpu vs CPU (README "Conformance"; ~25 min).
+opinfo: build
+	$(IN_ENV) python3 -m torch_tpu.opinfo --modules --json $(BUILD)/opinfo.json
 
 test-cpp: build
 	$(IN_ENV) ./$(BUILD)/tpu_cpp_tests --gtest_brief=1
