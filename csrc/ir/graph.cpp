@@ -9,9 +9,10 @@ namespace torch_tpu::ir {
 
 namespace {
 const OpInfo kOps[] = {
-#define UNARY(name, hlo, dt) {#name, hlo, 1, OpKind::kUnary, dt, 0},
-#define BINARY(name, hlo, dt, traits) {#name, hlo, 2, OpKind::kBinary, dt, traits},
-#define OTHER(name, hlo, arity, kind) {#name, hlo, arity, OpKind::kind, A, 0},
+#define UNARY(name, hlo, dt) {#name, hlo, 1, OpKind::kUnary, dt, kFusible},
+#define BINARY(name, hlo, dt, traits) {#name, hlo, 2, OpKind::kBinary, dt, (traits) | kFusible},
+#define OTHER(name, hlo, arity, kind, ...) \
+  {#name, hlo, arity, OpKind::kind, A, static_cast<uint8_t>(0 __VA_OPT__(|) __VA_ARGS__)},
 #include "ir/ops.def"
 };
 
@@ -325,20 +326,37 @@ Value Graph::param(DType dtype, Shape shape) {
   return Value{static_cast<int>(nodes_.size()) - 1};
 }
 
+void Graph::cse_insert(uint64_t h, int id) {
+  if ((cse_size_ + 1) * 2 > cse_.size()) {
+    std::vector<std::pair<uint64_t, int>> old(std::max<size_t>(16, cse_.size() * 2), {0, -1});
+    old.swap(cse_);
+    cse_size_ = 0;
+    for (auto& [hh, i] : old)
+      if (i >= 0) cse_insert(hh, i);
+  }
+  size_t mask = cse_.size() - 1;
+  size_t i = h & mask;
+  while (cse_[i].second >= 0) i = (i + 1) & mask;
+  cse_[i] = {h, id};
+  ++cse_size_;
+}
+
 Value Graph::intern(Node&& n) {
   uint64_t h = node_hash(n);
   bool pure = op_info(n.op).kind != OpKind::kRng;
-  if (pure)
-    for (auto& [hh, id] : cse_)
-      if (hh == h) {
-        const Node& m = nodes_[id];
-        if (!m.is_param && m.op == n.op && m.operands == n.operands && m.shape == n.shape &&
-            m.dtype == n.dtype && m.attrs == n.attrs)
-          return Value{id};
-      }
+  if (pure && !cse_.empty()) {
+    size_t mask = cse_.size() - 1;
+    for (size_t i = h & mask; cse_[i].second >= 0; i = (i + 1) & mask) {
+      if (cse_[i].first != h) continue;
+      const Node& m = nodes_[cse_[i].second];
+      if (!m.is_param && m.op == n.op && m.operands == n.operands && m.shape == n.shape &&
+          m.dtype == n.dtype && m.attrs == n.attrs)
+        return Value{cse_[i].second};
+    }
+  }
   nodes_.push_back(std::move(n));
   int id = static_cast<int>(nodes_.size()) - 1;
-  if (pure) cse_.push_back({h, id});
+  if (pure) cse_insert(h, id);
   return Value{id};
 }
 

@@ -94,7 +94,12 @@ class Graph {
   std::vector<Node> nodes_;
   std::vector<Value> outputs_;
   int num_params_ = 0;
-  std::vector<std::pair<uint64_t, int>> cse_;  // (node hash, id), small linear table
+  void cse_insert(uint64_t h, int id);
+  // Hash-consing table over pure nodes: open addressing (linear probing) of (node hash, id),
+  // id -1 = empty; the capacity is a power of two kept at most half full. A flat vector, so
+  // lookups are O(1) for graphs of thousands of nodes and copying a Graph stays cheap.
+  std::vector<std::pair<uint64_t, int>> cse_;
+  size_t cse_size_ = 0;
 };
 
 // Infers the result of `n.op` from its operands (in g) and attrs; fills n.shape/n.dtype.
