@@ -287,3 +287,29 @@ class StreamContext:
 
 def stream(stream) -> StreamContext:
     return StreamContext(stream)
+
+
+# --- compile cache telemetry (TorchTPU's private names) ----------------------------------
+def _get_cache_stats() -> dict:
+    """num_cache_reqs, num_cache_hits and per_entry_stats (compilation_duration in us,
+    read_count) of the compile cache shared by every execution mode."""
+    return _C._get_cache_stats()
+
+
+def _get_cache_requests() -> int:
+    return _C._get_cache_stats()["num_cache_reqs"]
+
+
+def _get_cache_hits() -> int:
+    return _C._get_cache_stats()["num_cache_hits"]
+
+
+def _get_cache_misses() -> int:
+    s = _C._get_cache_stats()
+    return s["num_cache_reqs"] - s["num_cache_hits"]
+
+
+def _clear_cache() -> None:
+    """Drops every compiled executable (pending work is finished first)."""
+    _C._synchronize_all()
+    _C._clear_cache()

@@ -45,12 +45,15 @@ class Stream {
   }
 
   void push(const char* name, std::function<void()> fn) {
+    bool wake;
     {
       std::lock_guard<std::mutex> lk(mu_);
       q_.push_back({name, std::move(fn)});
       ++enqueued_;
+      wake = sleeping_;
+      pending_.store(true, std::memory_order_relaxed);
     }
-    cv_.notify_one();
+    if (wake) cv_.notify_one();  // a busy or spinning worker needs no syscall
   }
 
   uint64_t mark() {
@@ -62,49 +65,80 @@ class Stream {
     return completed_ >= m;
   }
   void wait(uint64_t m) {
-    std::unique_lock<std::mutex> lk(mu_);
-    done_cv_.wait(lk, [&] { return completed_ >= m; });
-    if (!error_.empty()) {
-      std::string e = std::move(error_);
-      error_.clear();
-      bool ni = error_ni_;
-      error_ni_ = false;
-      lk.unlock();
-      if (ni) throw NotImplemented(e);
-      throw Error(e);
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      done_cv_.wait(lk, [&] { return completed_ >= m; });
     }
+    std::string e;
+    bool ni;
+    {
+      std::lock_guard<std::mutex> g(err_mu_);
+      if (error_.empty()) return;
+      e = std::move(error_);
+      error_.clear();
+      ni = error_ni_;
+      error_ni_ = false;
+    }
+    if (ni) throw NotImplemented(e);
+    throw Error(e);
   }
 
  private:
   void loop() {
+    std::deque<Command> batch;
     std::unique_lock<std::mutex> lk(mu_);
     for (;;) {
-      cv_.wait(lk, [&] { return stop_ || !q_.empty(); });
-      if (q_.empty() && stop_) return;
-      Command c = std::move(q_.front());
-      q_.pop_front();
-      bool skip = !error_.empty();  // after a failure, later commands are dropped until sync
-      lk.unlock();
-      std::string err;
-      bool ni = false;
-      if (!skip) {
-        try {
-          c.fn();
-        } catch (const NotImplemented& e) {
-          err = std::string("[") + c.name + "] " + e.what();
-          ni = true;
-        } catch (const std::exception& e) {
-          err = std::string("[") + c.name + "] asynchronous op failed: " + e.what();
+      if (q_.empty() && !stop_) {
+        // Spin briefly before sleeping: ops usually arrive microseconds apart, and a
+        // futex wake per op costs more than the op.
+        lk.unlock();
+        for (int i = 0; i < 2000 && !pending_.load(std::memory_order_relaxed); ++i) __builtin_ia32_pause();
+        lk.lock();
+        if (q_.empty() && !stop_) {
+          sleeping_ = true;
+          cv_.wait(lk, [&] { return stop_ || !q_.empty(); });
+          sleeping_ = false;
         }
       }
-      c.fn = nullptr;  // release captured buffers on this thread
+      if (q_.empty() && stop_) return;
+      batch.swap(q_);
+      pending_.store(false, std::memory_order_relaxed);
+      lk.unlock();
+      int64_t ran = 0;
+      for (Command& c : batch) {
+        run_one(c);
+        ++ran;
+      }
+      batch.clear();  // releases captured buffers on this thread
       lk.lock();
-      if (!err.empty() && error_.empty()) {
+      completed_ += ran;
+      done_cv_.notify_all();
+    }
+  }
+
+  void run_one(Command& c) {
+    bool skip;
+    {
+      std::lock_guard<std::mutex> g(err_mu_);
+      skip = !error_.empty();  // after a failure, later commands are dropped until sync
+    }
+    if (skip) return;
+    std::string err;
+    bool ni = false;
+    try {
+      c.fn();
+    } catch (const NotImplemented& e) {
+      err = std::string("[") + c.name + "] " + e.what();
+      ni = true;
+    } catch (const std::exception& e) {
+      err = std::string("[") + c.name + "] asynchronous op failed: " + e.what();
+    }
+    if (!err.empty()) {
+      std::lock_guard<std::mutex> g(err_mu_);
+      if (error_.empty()) {
         error_ = std::move(err);
         error_ni_ = ni;
       }
-      ++completed_;
-      done_cv_.notify_all();
     }
   }
 
@@ -112,9 +146,12 @@ class Stream {
   std::condition_variable cv_, done_cv_;
   std::deque<Command> q_;
   uint64_t enqueued_ = 0, completed_ = 0;
+  std::mutex err_mu_;  // guards error_ (taken inside and outside mu_)
   std::string error_;
   bool error_ni_ = false;
   bool stop_ = false;
+  bool sleeping_ = false;
+  std::atomic<bool> pending_{false};
   std::thread worker_;
 };
 
@@ -149,18 +186,28 @@ void enqueue(int dev, const char* name, std::function<void()> fn) {
     ++n_debug;
     s.wait(s.mark());
   } else if (m == Mode::Fused) {
-    ++n_fused;
+    ++n_fused;  // one fused window (or an op issued while fused mode is on)
   } else {
     ++n_strict;
   }
 }
 
+namespace {
+std::atomic<FlushHook> g_flush_hook{nullptr};
+}
+void set_flush_hook(FlushHook hook) { g_flush_hook = hook; }
+void flush_deferred(int dev) {
+  if (FlushHook h = g_flush_hook.load()) h(dev);
+}
+
 void synchronize(int dev) {
+  flush_deferred(dev);
   Stream& s = stream(dev);
   s.wait(s.mark());
 }
 
 void synchronize_all() {
+  flush_deferred(-1);
   for (int d = 0; d < kMaxDevices; ++d) {
     Stream* s;
     {
@@ -171,7 +218,10 @@ void synchronize_all() {
   }
 }
 
-uint64_t mark(int dev) { return stream(dev).mark(); }
+uint64_t mark(int dev) {
+  flush_deferred(dev);
+  return stream(dev).mark();
+}
 bool done(int dev, uint64_t m) { return stream(dev).done(m); }
 void wait(int dev, uint64_t m) { stream(dev).wait(m); }
 

@@ -31,6 +31,12 @@ uint64_t mark(int dev);
 bool done(int dev, uint64_t mark);
 void wait(int dev, uint64_t mark);
 
+// The fused mode's deferred window registers a hook that turns its pending ops into
+// commands; synchronize / mark call it first (dev = -1: every device).
+using FlushHook = void (*)(int dev);
+void set_flush_hook(FlushHook hook);
+void flush_deferred(int dev);
+
 // Counters for metrics: commands executed per mode.
 struct StreamCounters {
   int64_t strict_ops = 0, debug_ops = 0, fused_ops = 0;

@@ -4,6 +4,8 @@
 
 #include "base/error.h"
 #include "exec/stream.h"
+#include "exec/window.h"
+#include <torch/csrc/utils/pybind.h>
 #include "lowering/from_aten/fallback.h"
 #include "lowering/from_aten/lower.h"
 #include "lowering/from_aten/transfer.h"
@@ -66,6 +68,12 @@ void init_exec_bindings(py::module_& m) {
     tr["device_to_host_bytes"] = t.d2h_bytes;
     tr["device_to_device_bytes"] = t.d2d_bytes;
     d["transfers"] = tr;
+    auto ws = exec::window_stats();
+    py::dict fw;
+    fw["deferred_ops"] = ws.deferred_ops;
+    fw["flushes"] = ws.flushes;
+    fw["outputs_never_written"] = ws.skipped_outputs;
+    d["fused"] = fw;
     auto s = runtime::CompileCache::global().stats();
     py::dict cc;
     cc["requests"] = s.num_cache_reqs;
@@ -81,6 +89,18 @@ void init_exec_bindings(py::module_& m) {
   m.def("_inject_async_failure", [] {
     exec::enqueue(0, "test::inject_failure", [] { throw Error("injected failure"); });
   });
+  m.def("_pending_stablehlo", [](int dev, std::vector<at::Tensor> ts) { return exec::pending_stablehlo(dev, ts); });
+  m.def("_pending_size", [](int dev) { return exec::pending_size(dev); });
+  m.def("_window_stats", [] {
+    auto s = exec::window_stats();
+    py::dict d;
+    d["deferred_ops"] = s.deferred_ops;
+    d["flushes"] = s.flushes;
+    d["skipped_outputs"] = s.skipped_outputs;
+    d["last_flush_reason"] = s.last_flush_reason;
+    return d;
+  });
+  m.def("_flush", [](int dev) { exec::flush(dev); });
   m.def("_reset_fallback_counts", [] { lowering::reset_fallback_counts(); });
 }
 

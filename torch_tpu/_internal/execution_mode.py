@@ -2,7 +2,8 @@
 
 DEFER_NEVER (strict, default): ops are queued and run asynchronously, in order.
 DEFER_NEVER_AND_LAUNCH_BLOCKING (debug): each op finishes before the call returns.
-DEFER_AND_FUSE (fused): not implemented yet; selecting it raises.
+DEFER_AND_FUSE (fused): ops are recorded into a window and run as one fused graph at the
+next sync point (or when the window fills); also env TORCH_TPU_DEFER_AND_FUSE=1.
 """
 import contextlib
 import enum
@@ -19,8 +20,6 @@ class EagerMode(enum.Enum):
 def _check(mode):
     if not isinstance(mode, EagerMode):
         raise TypeError(f"[eager_mode] expected an EagerMode; got {mode!r}")
-    if mode is EagerMode.DEFER_AND_FUSE:
-        raise NotImplementedError("[eager_mode] DEFER_AND_FUSE is not implemented yet")
     return mode.value
 
 

@@ -13,6 +13,7 @@
 #include "base/error.h"
 #include "device/device.h"
 #include "exec/stream.h"
+#include "exec/window.h"
 #include "runtime/compile_cache.h"
 
 namespace torch_tpu::lowering {
@@ -164,6 +165,15 @@ runtime::View view_of(const at::Tensor& t, DType dt) {
 }  // namespace
 
 void Lower::launch(const std::vector<at::Tensor>& dsts) {
+  int dev = device_ >= 0 ? device_ : (dsts.empty() ? device::current_device() : dsts[0].device().index());
+  if (exec::mode() == exec::Mode::Fused) {
+    exec::OpRecord r{op_, &g, {}, dsts};
+    r.binds.reserve(binds_.size());
+    for (Binding& b : binds_) r.binds.push_back({std::move(b.tensor), b.bits, b.dtype});
+    exec::defer(dev, r);
+    return;
+  }
+  if (exec::has_pending(dev)) exec::flush(dev);  // e.g. a strict op on the autograd thread
   auto& cache = runtime::CompileCache::global();
   uint64_t key = g.hash();
   auto exe = cache.find(key);
@@ -196,11 +206,36 @@ void Lower::launch(const std::vector<at::Tensor>& dsts) {
     p->outputs.push_back(view_of(d, to_ir(d.scalar_type(), op_)));
     p->keep.push_back(d.storage());
   }
-  int dev = device_ >= 0 ? device_ : (dsts.empty() ? device::current_device() : dsts[0].device().index());
   exec::enqueue(dev, op_, [p = std::move(p)]() {
     for (size_t k = 0; k < p->scalars.size(); ++k)
       p->inputs[p->scalar_param[k]].data = &p->scalars[k];
     p->exe->run(p->inputs, p->outputs);
+  });
+}
+
+// Each check flag becomes one more (0-d bool, tpu) output; a command queued after the graph
+// reads the flags from host-visible device memory and raises the first failed check. The
+// host never waits: the error surfaces at the next sync point (at once in debug mode).
+void Lower::launch_checked(std::vector<at::Tensor> dsts) {
+  if (checks_.empty()) return launch(dsts);
+  std::vector<Value> outs = g.outputs();
+  std::vector<at::Tensor> flags;
+  std::vector<std::string> messages;
+  for (auto& [flag, msg] : checks_) {
+    outs.push_back(g.convert(flag, DType::Bool));
+    flags.push_back(at::detail::empty_generic({}, device::allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                              at::kBool, std::nullopt));
+    messages.push_back(std::move(msg));
+  }
+  checks_.clear();
+  g.set_outputs(outs);
+  dsts.insert(dsts.end(), flags.begin(), flags.end());
+  launch(dsts);
+  int dev = flags[0].device().index();
+  (void)exec::mark(dev);  // mark() first flushes a deferred (fused) window: the flags exist then
+  exec::enqueue(dev, op_, [flags = std::move(flags), messages = std::move(messages)]() {
+    for (size_t k = 0; k < flags.size(); ++k)
+      if (*static_cast<const bool*>(flags[k].const_data_ptr())) throw torch_tpu::Error(messages[k]);
   });
 }
 
@@ -216,7 +251,7 @@ std::vector<at::Tensor> Lower::run(const std::vector<Value>& outs) {
     (void)opts;
   }
   g.set_outputs(outs);
-  launch(res);
+  launch_checked(res);
   return res;
 }
 
@@ -232,7 +267,7 @@ void Lower::run_into(std::vector<Value> outs, const std::vector<at::Tensor>& dst
     outs[i] = g.convert(outs[i], to_ir(d.scalar_type(), op_));
   }
   g.set_outputs(outs);
-  launch(dsts);
+  launch_checked(dsts);
 }
 
 namespace {

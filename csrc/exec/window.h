@@ -1,0 +1,50 @@
+// The fused mode's deferred window (TorchTPU's DEFER_AND_FUSE): ops are recorded into one
+// IR graph per device instead of running. At a sync point, a size limit, or an op that cannot
+// be deferred, the window is flushed: the graph gets as outputs only the values whose tensors
+// are still alive, is compiled once (compile cache, shared with every mode) and queued on the
+// device stream as one command. The host runtime fuses its elementwise clusters.
+// Thread-safe (one mutex per device window). Sees ATen (exec glue).
+#pragma once
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace torch_tpu::exec {
+
+// One lowered op: its small graph (param i is bound by binds[i]) and where its outputs go.
+struct OpRecord {
+  struct Bind {
+    at::Tensor tensor;  // a tpu tensor, or a CPU tensor the command reads (staging, rng state)
+    uint64_t bits = 0;  // scalar value in `dtype` when tensor is undefined
+    ir::DType dtype;
+  };
+  const char* name;
+  const ir::Graph* graph;
+  std::vector<Bind> binds;
+  std::vector<at::Tensor> dsts;  // graph output k is written to dsts[k]
+};
+
+// Records `r` into device `dev`'s window (may flush first when views alias unsafely).
+void defer(int dev, OpRecord& r);
+// Flushes device `dev`'s window (dev = -1: all); a no-op when it is empty.
+void flush(int dev);
+bool has_pending(int dev);
+
+struct WindowStats {
+  int64_t deferred_ops = 0, flushes = 0, skipped_outputs = 0;
+  std::string last_flush_reason;
+};
+WindowStats window_stats();
+// The pending graph of `dev` as StableHLO text, with the given tensors' values as outputs
+// (all live values when `tensors` is empty).
+std::string pending_stablehlo(int dev, const std::vector<at::Tensor>& tensors);
+// Number of ops recorded and nodes in the pending window.
+std::pair<int64_t, int64_t> pending_size(int dev);
+// The pending graph itself (for tests: cluster counts). Copies.
+ir::Graph pending_graph(int dev, const std::vector<at::Tensor>& tensors);
+
+}  // namespace torch_tpu::exec

@@ -1,0 +1,127 @@
+"""Fused eager (DEFER_AND_FUSE): recording, flushing at sync points, aliasing, RNG, and the
+same results as strict mode."""
+import copy
+
+import pytest
+import torch
+
+import torch_tpu
+from torch_tpu import EagerMode
+from torch_tpu._internal import sync
+
+FUSED = EagerMode.DEFER_AND_FUSE
+
+
+def _stats():
+    return torch_tpu._C._window_stats()
+
+
+def test_ops_are_deferred_until_a_sync_point():
+    a = torch.randn(64, 64)
+    b = torch.randn(64, 64)
+    c = torch.randn(64)
+    ta, tb, tc = a.to("tpu"), b.to("tpu"), c.to("tpu")
+    with torch_tpu.eager_mode(FUSED):
+        flushes = _stats()["flushes"]
+        y = (ta * tb + tc).relu().sum()
+        assert sync.pending_ops() >= 3
+        assert _stats()["flushes"] == flushes
+        text = sync.computation_mlir(y)
+        assert "stablehlo.multiply" in text and "stablehlo.reduce" in text
+        val = y.item()  # sync point: flushes
+        assert sync.pending_ops() == 0
+    assert val == pytest.approx(((a * b + c).relu().sum()).item(), rel=1e-5)
+
+
+def test_dead_intermediates_are_never_written():
+    x = torch.randn(1000).to("tpu")
+    with torch_tpu.eager_mode(FUSED):
+        before = _stats()["skipped_outputs"]
+        y = ((x * 2).exp() + 1).log()  # temporaries die before the flush
+        out = y.cpu()
+        assert _stats()["skipped_outputs"] > before
+    torch.testing.assert_close(out, ((x.cpu() * 2).exp() + 1).log())
+
+
+def test_inplace_and_views_match_strict():
+    def program(dev):
+        torch.manual_seed(0)
+        x = torch.arange(24, dtype=torch.float32).reshape(4, 6).to(dev)
+        y = x * 2
+        y.add_(1)                       # in-place on a window value
+        v = y.view(6, 4)                # view of a window value
+        w = v.t() + 1                   # transposed view read
+        y[:, 1:3] = -1                  # slice assignment (partial write)
+        z = y.sum(0) + w.sum(0)
+        s = y[1:, ::2].clone()          # strided view after the partial write
+        vv = y.view(-1)[2:10].view(2, 4)  # view of view
+        vv.mul_(3)                      # writes through to y
+        return [t.cpu() for t in (y, w, z, s, vv)]
+
+    ref = program("cpu")
+    strict = program("tpu")
+    with torch_tpu.eager_mode(FUSED):
+        fused = program("tpu")
+    for r, s, f in zip(ref, strict, fused):
+        torch.testing.assert_close(s, r)
+        torch.testing.assert_close(f, r)
+
+
+def test_random_ops_reproduce_strict_numbers():
+    def draw():
+        torch.manual_seed(123)
+        a = torch.rand(100, device="tpu")
+        b = torch.randn(10, 10, device="tpu")
+        d = torch.nn.functional.dropout(torch.ones(200, device="tpu"), 0.5)
+        return [t.cpu() for t in (a, b, d)]
+
+    strict = draw()
+    with torch_tpu.eager_mode(FUSED):
+        fused = draw()
+    for s, f in zip(strict, fused):
+        assert torch.equal(s, f)
+
+
+def test_cache_hits_in_a_loop():
+    x = torch.randn(32, 32).to("tpu")
+    with torch_tpu.eager_mode(FUSED):
+        for _ in range(3):  # warm-up
+            (x * 1.5 + 2).tanh().sum().item()
+        s0 = torch.tpu._get_cache_stats()
+        for i in range(5):
+            (x * (1.5 + i) + 2).tanh().sum().item()  # scalar values change: same graph
+        s1 = torch.tpu._get_cache_stats()
+    reqs = s1["num_cache_reqs"] - s0["num_cache_reqs"]
+    hits = s1["num_cache_hits"] - s0["num_cache_hits"]
+    assert reqs >= 5 and hits == reqs
+
+
+def test_env_selects_fused_mode():
+    import os
+    import subprocess
+    import sys
+    code = "import torch_tpu; print(torch_tpu.get_eager_mode())"
+    env = dict(os.environ, TORCH_TPU_DEFER_AND_FUSE="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert "DEFER_AND_FUSE" in out.stdout, out.stderr
+
+
+def test_mlp_training_same_in_fused_and_strict():
+    import importlib.util
+    import pathlib
+    spec = importlib.util.spec_from_file_location(
+        "mlp_example", pathlib.Path(__file__).resolve().parents[2] / "examples" / "mlp.py")
+    mlp = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mlp)
+    torch.manual_seed(0)
+    model = mlp.MLP(p_drop=0.1)
+    x, y = mlp.make_data()
+    torch.manual_seed(1)
+    strict = mlp.train(copy.deepcopy(model), x, y, "tpu", 15)
+    torch_tpu.set_eager_mode(FUSED)
+    try:
+        torch.manual_seed(1)
+        fused = mlp.train(copy.deepcopy(model), x, y, "tpu", 15)
+    finally:
+        torch_tpu.set_eager_mode(EagerMode.DEFER_NEVER)
+    torch.testing.assert_close(torch.tensor(fused), torch.tensor(strict), rtol=1e-5, atol=1e-6)
