@@ -57,6 +57,10 @@ class Lower {
   void run_into(std::vector<Value> outs, const std::vector<at::Tensor>& dsts);
   // The device of the tensors seen so far (default: current device).
   int device() const { return device_; }
+  // A device-side check: `flag` (0-d bool) is computed with the graph; when it is true after
+  // the command ran, `message` is raised at the next sync point (at once in debug mode), as
+  // any asynchronous op error. Costs one extra output; the host never waits for it.
+  void check(Value flag, std::string message) { checks_.push_back({flag, std::move(message)}); }
 
  private:
   struct Binding {
@@ -65,8 +69,11 @@ class Lower {
     DType dtype;         // the parameter's dtype
   };
   void launch(const std::vector<at::Tensor>& dsts);
+  // launch() plus the check flags (Lower::check) as extra outputs and a command testing them.
+  void launch_checked(std::vector<at::Tensor> dsts);
   const char* op_;
   std::vector<Binding> binds_;
+  std::vector<std::pair<Value, std::string>> checks_;
   int device_ = -1;
 };
 
