@@ -94,13 +94,15 @@ def convert(tree, device, memo=None):
             return memo[key][1]
         if isinstance(x, torch.Generator):
             raise SkipSample("sample passes a torch.Generator")
+        if device != "cpu" and (isinstance(x, torch.device) and x.type == "cpu" or isinstance(x, str) and x == "cpu"):
+            return device  # a device argument (to, arange(..., device=), ...)
         return x
 
     return pytree.tree_map(conv, tree)
 
 
 def convert_kwargs(kwargs, device, memo):
-    out = convert(kwargs, device, memo)
+    out = convert(kwargs, device, memo)  # device="cpu" becomes `device`
     if "device" in out and out["device"] is not None:
         out["device"] = device
     return out
@@ -123,9 +125,10 @@ def tolerance(dtype):
     return TOLERANCES.get(dtype, (0.0, 0.0))
 
 
-def compare(actual, expected, what="output"):
+def compare(actual, expected, what="output", on_device=True):
     """Raises Mismatch unless the tpu `actual` matches the CPU `expected` (nested structures,
-    tensors compared on CPU with TOLERANCES, NaNs equal)."""
+    tensors compared on CPU with TOLERANCES, NaNs equal). on_device: tensor results must be
+    on tpu (false for samples with no tensor or device argument, e.g. arange(2))."""
     a_leaves, a_spec = pytree.tree_flatten(actual)
     e_leaves, e_spec = pytree.tree_flatten(expected)
     if len(a_leaves) != len(e_leaves):
@@ -135,7 +138,7 @@ def compare(actual, expected, what="output"):
         if isinstance(e, torch.Tensor):
             if not isinstance(a, torch.Tensor):
                 raise Mismatch(f"{where}: got {type(a).__name__}, expected a tensor")
-            if a.device.type != DEV and e.device.type == "cpu" and a.numel() > 0:
+            if on_device and a.device.type != DEV and a.numel() > 0:
                 raise Mismatch(f"{where}: result on {a.device}, expected on {DEV}")
             if a.dtype != e.dtype:
                 raise Mismatch(f"{where}: dtype {a.dtype}, expected {e.dtype}")

@@ -3,6 +3,7 @@ CPU; a deep copy moves to tpu; outputs, buffers after forward (e.g. running stat
 gradients of a weighted output sum w.r.t. parameters and inputs are compared with CPU."""
 import copy
 import time
+import warnings
 
 import torch
 from torch.utils import _pytree as pytree
@@ -106,6 +107,12 @@ def run_input(mi, name, inp, grad, training=True):
 
 
 def run_entry(mi, grad=True, limit_s=20.0):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return _run_entry(mi, grad, limit_s)
+
+
+def _run_entry(mi, grad, limit_s):
     name = module_name(mi)
     res = {}
     fwd = {"status": "pass", "samples": 0}
