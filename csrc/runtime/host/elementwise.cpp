@@ -1,6 +1,7 @@
 // Elementwise kernels: one generic loop per arity over the functors of scalar_ops.h,
 // instantiated per (op, dtype) by the X-macro over ops.def; plus compare, select, clamp
-// and convert. Operands are contiguous and of the node's shape (clamp bounds may be 0-d).
+// and convert. Each loop is a RangeFn, shared by the eager kernel and the fused loops.
+// Operands are contiguous and of the node's shape (clamp bounds may be 0-d).
 #include <type_traits>
 
 #include "runtime/host/kernels.h"
@@ -18,37 +19,41 @@ constexpr uint8_t dtype_class_of(DType d) {
                                                                                     : ir::I;
 }
 
-template <class Op, DType D>
-void unary_kernel(const KernelArgs& a) {
-  using M = DT<D>;
-  using S = typename M::S;
-  const S* __restrict x = static_cast<const S*>(a.in[0]);
-  S* __restrict o = static_cast<S*>(a.out);
-  parallel_for(a.step.i0, kParallelGrain, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) o[i] = M::store(Op::f(M::load(x[i])));
-  });
+// The eager kernel of every elementwise op: its range function over the whole array
+// (one indirect call per thread chunk; the loop itself is the range function's).
+void eager_kernel(const KernelArgs& a) {
+  RangeFn f = a.step.range;
+  parallel_for(a.step.i0, kParallelGrain,
+               [&](int64_t b, int64_t e) { f(a.step, a.in, a.out, b, e); });
 }
 
 template <class Op, DType D>
-void binary_kernel(const KernelArgs& a) {
+void unary_range(const Step&, const void* const* in, void* out, int64_t b, int64_t e) {
   using M = DT<D>;
   using S = typename M::S;
-  const S* __restrict x = static_cast<const S*>(a.in[0]);
-  const S* __restrict y = static_cast<const S*>(a.in[1]);
-  S* __restrict o = static_cast<S*>(a.out);
-  parallel_for(a.step.i0, kParallelGrain, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) o[i] = M::store(Op::f(M::load(x[i]), M::load(y[i])));
-  });
+  const S* __restrict x = static_cast<const S*>(in[0]);
+  S* __restrict o = static_cast<S*>(out);
+  for (int64_t i = b; i < e; ++i) o[i] = M::store(Op::f(M::load(x[i])));
+}
+
+template <class Op, DType D>
+void binary_range(const Step&, const void* const* in, void* out, int64_t b, int64_t e) {
+  using M = DT<D>;
+  using S = typename M::S;
+  const S* __restrict x = static_cast<const S*>(in[0]);
+  const S* __restrict y = static_cast<const S*>(in[1]);
+  S* __restrict o = static_cast<S*>(out);
+  for (int64_t i = b; i < e; ++i) o[i] = M::store(Op::f(M::load(x[i]), M::load(y[i])));
 }
 
 // Bool arithmetic is logical: add = or, mul = and (StableHLO i1 semantics). The bool
 // compute type gives exactly that for Add/Mul/Max/Min/And/Or/Xor/Not.
 template <class Op, uint8_t kClasses, int kArity>
-KernelFn pick(DType d) {
-  KernelFn fn = nullptr;
+RangeFn pick(DType d) {
+  RangeFn fn = nullptr;
   TPU_DISPATCH_DTYPE(d, if constexpr ((kClasses & dtype_class_of(D)) != 0) {
-    if constexpr (kArity == 1) fn = &unary_kernel<Op, D>;
-    else fn = &binary_kernel<Op, D>;
+    if constexpr (kArity == 1) fn = &unary_range<Op, D>;
+    else fn = &binary_range<Op, D>;
   })
   return fn;
 }
@@ -64,63 +69,57 @@ bool compare(T a, T b) {
 }
 
 template <ir::Cmp C, DType D>
-void compare_kernel(const KernelArgs& a) {
+void compare_range(const Step&, const void* const* in, void* out, int64_t b, int64_t e) {
   using M = DT<D>;
   using S = typename M::S;
-  const S* __restrict x = static_cast<const S*>(a.in[0]);
-  const S* __restrict y = static_cast<const S*>(a.in[1]);
-  uint8_t* __restrict o = static_cast<uint8_t*>(a.out);
-  parallel_for(a.step.i0, kParallelGrain, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) o[i] = compare<C>(M::load(x[i]), M::load(y[i])) ? 1 : 0;
-  });
+  const S* __restrict x = static_cast<const S*>(in[0]);
+  const S* __restrict y = static_cast<const S*>(in[1]);
+  uint8_t* __restrict o = static_cast<uint8_t*>(out);
+  for (int64_t i = b; i < e; ++i) o[i] = compare<C>(M::load(x[i]), M::load(y[i])) ? 1 : 0;
 }
 
 template <DType D>
-KernelFn pick_compare(ir::Cmp c) {
+RangeFn pick_compare(ir::Cmp c) {
   switch (c) {
-    case ir::Cmp::EQ: return &compare_kernel<ir::Cmp::EQ, D>;
-    case ir::Cmp::NE: return &compare_kernel<ir::Cmp::NE, D>;
-    case ir::Cmp::LT: return &compare_kernel<ir::Cmp::LT, D>;
-    case ir::Cmp::LE: return &compare_kernel<ir::Cmp::LE, D>;
-    case ir::Cmp::GT: return &compare_kernel<ir::Cmp::GT, D>;
-    case ir::Cmp::GE: return &compare_kernel<ir::Cmp::GE, D>;
+    case ir::Cmp::EQ: return &compare_range<ir::Cmp::EQ, D>;
+    case ir::Cmp::NE: return &compare_range<ir::Cmp::NE, D>;
+    case ir::Cmp::LT: return &compare_range<ir::Cmp::LT, D>;
+    case ir::Cmp::LE: return &compare_range<ir::Cmp::LE, D>;
+    case ir::Cmp::GT: return &compare_range<ir::Cmp::GT, D>;
+    case ir::Cmp::GE: return &compare_range<ir::Cmp::GE, D>;
   }
   return nullptr;
 }
 
 // select works on raw bits: one instantiation per element size.
 template <class T>
-void select_kernel(const KernelArgs& a) {
-  const uint8_t* __restrict p = static_cast<const uint8_t*>(a.in[0]);
-  const T* __restrict t = static_cast<const T*>(a.in[1]);
-  const T* __restrict f = static_cast<const T*>(a.in[2]);
-  T* __restrict o = static_cast<T*>(a.out);
-  parallel_for(a.step.i0, kParallelGrain, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) o[i] = p[i] ? t[i] : f[i];
-  });
+void select_range(const Step&, const void* const* in, void* out, int64_t b, int64_t e) {
+  const uint8_t* __restrict p = static_cast<const uint8_t*>(in[0]);
+  const T* __restrict t = static_cast<const T*>(in[1]);
+  const T* __restrict f = static_cast<const T*>(in[2]);
+  T* __restrict o = static_cast<T*>(out);
+  for (int64_t i = b; i < e; ++i) o[i] = p[i] ? t[i] : f[i];
 }
 
 // clamp(lo, x, hi) = min(max(x, lo), hi) with NaN propagation; 0-d bounds broadcast.
 template <DType D, bool kLoScalar, bool kHiScalar>
-void clamp_kernel(const KernelArgs& a) {
+void clamp_range(const Step&, const void* const* in, void* out, int64_t b, int64_t e) {
   using M = DT<D>;
   using S = typename M::S;
-  const S* __restrict lo = static_cast<const S*>(a.in[0]);
-  const S* __restrict x = static_cast<const S*>(a.in[1]);
-  const S* __restrict hi = static_cast<const S*>(a.in[2]);
-  S* __restrict o = static_cast<S*>(a.out);
-  parallel_for(a.step.i0, kParallelGrain, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      auto l = M::load(lo[kLoScalar ? 0 : i]), h = M::load(hi[kHiScalar ? 0 : i]);
-      o[i] = M::store(nan_min(nan_max(M::load(x[i]), l), h));
-    }
-  });
+  const S* __restrict lo = static_cast<const S*>(in[0]);
+  const S* __restrict x = static_cast<const S*>(in[1]);
+  const S* __restrict hi = static_cast<const S*>(in[2]);
+  S* __restrict o = static_cast<S*>(out);
+  for (int64_t i = b; i < e; ++i) {
+    auto l = M::load(lo[kLoScalar ? 0 : i]), h = M::load(hi[kHiScalar ? 0 : i]);
+    o[i] = M::store(nan_min(nan_max(M::load(x[i]), l), h));
+  }
 }
 
 template <DType D>
-KernelFn pick_clamp(bool lo_scalar, bool hi_scalar) {
-  if (lo_scalar) return hi_scalar ? &clamp_kernel<D, true, true> : &clamp_kernel<D, true, false>;
-  return hi_scalar ? &clamp_kernel<D, false, true> : &clamp_kernel<D, false, false>;
+RangeFn pick_clamp(bool lo_scalar, bool hi_scalar) {
+  if (lo_scalar) return hi_scalar ? &clamp_range<D, true, true> : &clamp_range<D, true, false>;
+  return hi_scalar ? &clamp_range<D, false, true> : &clamp_range<D, false, false>;
 }
 
 // Float -> integer truncates toward zero. Out-of-range and NaN follow x86 (what PyTorch
@@ -153,20 +152,18 @@ typename DT<T>::S convert_one(typename DT<F>::S s) {
 }
 
 template <DType F, DType T>
-void convert_kernel(const KernelArgs& a) {
+void convert_range(const Step&, const void* const* in, void* out, int64_t b, int64_t e) {
   using SF = typename DT<F>::S;
   using ST = typename DT<T>::S;
-  const SF* __restrict x = static_cast<const SF*>(a.in[0]);
-  ST* __restrict o = static_cast<ST*>(a.out);
-  parallel_for(a.step.i0, kParallelGrain, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) o[i] = convert_one<F, T>(x[i]);
-  });
+  const SF* __restrict x = static_cast<const SF*>(in[0]);
+  ST* __restrict o = static_cast<ST*>(out);
+  for (int64_t i = b; i < e; ++i) o[i] = convert_one<F, T>(x[i]);
 }
 
 template <DType F>
-KernelFn pick_convert_to(DType to) {
-  KernelFn fn = nullptr;
-  TPU_DISPATCH_DTYPE(to, fn = &convert_kernel<F, D>)
+RangeFn pick_convert_to(DType to) {
+  RangeFn fn = nullptr;
+  TPU_DISPATCH_DTYPE(to, fn = &convert_range<F, D>)
   return fn;
 }
 
@@ -176,7 +173,7 @@ void prepare_elementwise(const ir::Graph& g, Step& s) {
   const ir::Node& n = *s.n;
   s.i0 = ir::numel(n.shape);
   DType d = g.nodes()[n.operands[0]].dtype;
-  KernelFn fn = nullptr;
+  RangeFn fn = nullptr;
   using ir::A, ir::B, ir::F, ir::I, ir::N;  // dtype classes named in ops.def
   switch (n.op) {
 #define UNARY(name, hlo, dt) \
@@ -193,10 +190,10 @@ void prepare_elementwise(const ir::Graph& g, Step& s) {
       break;
     case ir::OpCode::Select:
       switch (ir::dtype_size(n.dtype)) {
-        case 1: fn = &select_kernel<uint8_t>; break;
-        case 2: fn = &select_kernel<uint16_t>; break;
-        case 4: fn = &select_kernel<uint32_t>; break;
-        default: fn = &select_kernel<uint64_t>; break;
+        case 1: fn = &select_range<uint8_t>; break;
+        case 2: fn = &select_range<uint16_t>; break;
+        case 4: fn = &select_range<uint32_t>; break;
+        default: fn = &select_range<uint64_t>; break;
       }
       break;
     case ir::OpCode::Clamp: {
@@ -212,7 +209,8 @@ void prepare_elementwise(const ir::Graph& g, Step& s) {
   }
   TPU_CHECK(fn != nullptr, "[host ", ir::op_info(n.op).hlo, "] no kernel for dtype ",
             ir::dtype_name(d));
-  s.fn = fn;
+  s.range = fn;
+  s.fn = &eager_kernel;
 }
 
 }  // namespace torch_tpu::host

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "runtime/host/host_runtime.h"
 #include "runtime/host/plan.h"
 #include "runtime/runtime.h"
 
@@ -19,6 +20,7 @@ struct RunState {
   size_t arena_cap = 0;
   std::vector<void*> ptrs;
   std::vector<const void*> ins;
+  std::vector<void*> outs;
   std::vector<ByteRange> in_ranges;
   std::vector<char> direct;  // per output: written in place by its producing step
   std::vector<char> taken;   // per value: its memory was redirected to an output
@@ -80,6 +82,7 @@ class HostExecutable final : public runtime::Executable {
     std::byte* arena = st.reserve(static_cast<size_t>(p.arena_bytes));
     st.ptrs.resize(nodes.size());
     st.ins.resize(p.max_operands + 1);
+    st.outs.resize(p.max_results);
     st.direct.assign(outputs.size(), 0);
     st.taken.assign(nodes.size(), 0);
     st.in_ranges.resize(inputs.size());
@@ -136,8 +139,9 @@ class HostExecutable final : public runtime::Executable {
     for (size_t k = 0; k < p.steps.size(); ++k) {
       const Step& s = p.steps[k];
       for (size_t j = 0; j < s.operands.size(); ++j) st.ins[j] = st.ptrs[s.operands[j]];
+      for (size_t j = 0; j < s.results.size(); ++j) st.outs[j] = st.ptrs[s.results[j]];
       void* scratch = s.scratch_bytes > 0 ? arena + p.scratch_offset[k] : nullptr;
-      s.fn(KernelArgs{s, st.ins.data(), st.ptrs[s.node], scratch});
+      s.fn(KernelArgs{s, st.ins.data(), st.ptrs[s.node], scratch, st.outs.data()});
     }
 
     for (size_t i = 0; i < outputs.size(); ++i)
@@ -148,6 +152,14 @@ class HostExecutable final : public runtime::Executable {
  private:
   std::unique_ptr<Plan> p_;
 };
+
+}  // namespace
+
+std::shared_ptr<runtime::Executable> compile_host(const ir::Graph& graph, const PlanOptions& opt) {
+  return std::make_shared<HostExecutable>(make_plan(graph, opt));
+}
+
+namespace {
 
 class HostRuntime final : public runtime::Runtime {
  public:

@@ -5,22 +5,33 @@
 // keep state between calls, so steps are shared read-only by concurrent runs.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "ir/graph.h"
 #include "runtime/host/views.h"
 
+namespace torch_tpu::ir {
+struct Cluster;
+}
+
 namespace torch_tpu::host {
 
 struct Step;
+struct FusedLoop;  // fused.cpp
 
 struct KernelArgs {
   const Step& step;
   const void* const* in;  // one pointer per operand (contiguous row-major)
   void* out;              // the result (contiguous row-major), distinct from every input
   void* scratch;          // step.scratch_bytes of 64-byte aligned scratch (nullptr if 0)
+  void* const* outs = nullptr;  // fused steps: one pointer per step.results entry
 };
 using KernelFn = void (*)(const KernelArgs&);
+// Elementwise range function: result elements [b, e) from operand elements [b, e) (0-d
+// clamp bounds at [0]). The one loop both the eager kernel (the whole array, split over
+// threads) and the fused loops (one tile, operands pointing at the tile) call.
+using RangeFn = void (*)(const Step& s, const void* const* in, void* out, int64_t b, int64_t e);
 
 struct Step {
   int node = -1;                 // node id in the executable's graph copy
@@ -34,6 +45,10 @@ struct Step {
   std::vector<CopyPlan> copies;
   std::vector<int64_t> offsets;  // element offsets paired with `copies`
   ir::DType in_dtype = ir::DType::F32;
+  RangeFn range = nullptr;       // elementwise ops: the loop body over a range
+  // Fused steps (fused.cpp): the values written (node first), and the loop's plan.
+  std::vector<int> results;
+  std::shared_ptr<const FusedLoop> fused;
 };
 
 // Each prepare_* fills step.fn and the kernel data for one node of `g`.
@@ -45,6 +60,23 @@ void prepare_shape(const ir::Graph& g, Step& s);        // broadcast, transpose,
 void prepare_reduce(const ir::Graph& g, Step& s);       // reduce, argmax, argmin
 void prepare_dot(const ir::Graph& g, Step& s);
 void prepare_rng(const ir::Graph& g, Step& s);
+// One loop over a fused cluster of ir::partition (fused.cpp). Fills s.operands (the
+// cluster's inputs), s.results (the members written to memory; s.node = results[0]),
+// s.fused and s.fn.
+void prepare_fused(const ir::Graph& g, const ir::Cluster& c, Step& s);
+
+// Row reductions for a fused sink (reduce.cpp), the same code as the eager reduce kernel:
+// rows(x, rows, n, out) reduces `rows` contiguous rows of n operand elements into `rows`
+// results (storage types); for rows too long for one tile, partial(x, n, index0, acc)
+// reduces one block into a 16-byte accumulator and combine(accs, count, out) merges the
+// block accumulators of one row (pairwise for reduce, in order for argmax/argmin).
+struct RowReduce {
+  void (*rows)(const void* x, int64_t rows, int64_t n, void* out) = nullptr;
+  void (*partial)(const void* x, int64_t n, int64_t index0, void* acc) = nullptr;
+  void (*combine)(void* accs, int64_t count, void* out) = nullptr;
+};
+RowReduce row_reduce(const ir::Node& n, ir::DType operand);
+constexpr int64_t kReduceBlock = 1 << 15;  // the fixed block split of long rows
 
 // One Philox4x32-10 block for a 64-bit counter (words 2-3 zero) and key = seed (rng.cpp).
 struct Philox {

@@ -1,6 +1,7 @@
-// Compile-time planning: dead-node elimination, reshape aliasing, per-step kernel
-// preparation, constant precomputation, and liveness-based arena allocation (first-fit
-// free list; a buffer is released after its last reader, so temporaries are reused).
+// Compile-time planning: dead-node elimination, reshape aliasing, fusion (one step per
+// fused cluster of ir::partition), per-step kernel preparation, constant precomputation,
+// and liveness-based arena allocation (first-fit free list; a buffer is released after its
+// last reader, so temporaries are reused).
 #include "runtime/host/plan.h"
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <map>
 
 #include "base/error.h"
+#include "ir/passes/fuse.h"
 
 namespace torch_tpu::host {
 
@@ -91,7 +93,7 @@ void prepare(const ir::Graph& g, Step& s) {
 
 }  // namespace
 
-std::unique_ptr<Plan> make_plan(const ir::Graph& graph) {
+std::unique_ptr<Plan> make_plan(const ir::Graph& graph, const PlanOptions& opt) {
   graph.verify();
   auto plan = std::make_unique<Plan>();
   Plan& p = *plan;
@@ -109,6 +111,25 @@ std::unique_ptr<Plan> make_plan(const ir::Graph& graph) {
       for (int o : nodes[i].operands) live[o] = true;
 
   std::vector<int> step_of(nv, -1);
+  auto add_step = [&](Step&& s) {
+    int k = static_cast<int>(p.steps.size());
+    if (s.results.empty()) s.results.push_back(s.node);
+    for (int r : s.results) {
+      p.slots[r].where = Where::kArena;
+      step_of[r] = k;
+    }
+    p.max_operands = std::max(p.max_operands, static_cast<int>(s.operands.size()));
+    p.max_results = std::max(p.max_results, static_cast<int>(s.results.size()));
+    p.steps.push_back(std::move(s));
+  };
+  auto node_step = [&](int i) {
+    Step s;
+    s.node = i;
+    s.n = &nodes[i];
+    s.operands = nodes[i].operands;
+    prepare(p.graph, s);
+    return s;
+  };
   for (int i = 0; i < nv; ++i) {
     const ir::Node& n = nodes[i];
     ValueSlot& slot = p.slots[i];
@@ -126,14 +147,9 @@ std::unique_ptr<Plan> make_plan(const ir::Graph& graph) {
       slot.root = p.slots[n.operands[0]].root;
       continue;
     }
-    Step s;
-    s.node = i;
-    s.n = &n;
-    s.operands = n.operands;
-    prepare(p.graph, s);
-    p.max_operands = std::max(p.max_operands, static_cast<int>(n.operands.size()));
     if (ir::op_info(n.op).kind == ir::OpKind::kLeaf && slot.bytes <= kMaxFoldedConstantBytes) {
       // Leaves are computed once here and shared read-only by every run.
+      Step s = node_step(i);
       AlignedBuffer buf = aligned_buffer(slot.bytes);
       s.fn(KernelArgs{s, nullptr, buf.get(), nullptr});
       slot.where = Where::kConst;
@@ -141,9 +157,21 @@ std::unique_ptr<Plan> make_plan(const ir::Graph& graph) {
       p.constants.push_back(std::move(buf));
       continue;
     }
-    slot.where = Where::kArena;
-    step_of[i] = static_cast<int>(p.steps.size());
-    p.steps.push_back(std::move(s));
+    // Without fusion every node is a step, in node order; with fusion leaves come first
+    // (no operands) and the rest follows the partition's cluster order below.
+    if (!opt.fuse || ir::op_info(n.op).kind == ir::OpKind::kLeaf) add_step(node_step(i));
+  }
+  if (opt.fuse) {
+    for (const ir::Cluster& c : ir::partition(p.graph)) {
+      if (c.anchor || c.size() < 2) {
+        for (int v : c.main) add_step(node_step(v));
+        if (c.sink >= 0) add_step(node_step(c.sink));
+        continue;
+      }
+      Step s;
+      prepare_fused(p.graph, c, s);
+      add_step(std::move(s));
+    }
   }
 
   // Liveness: last step reading each root; output roots live to the end.
@@ -166,8 +194,7 @@ std::unique_ptr<Plan> make_plan(const ir::Graph& graph) {
       release_after[std::max(last_use[v], step_of[v])].push_back(v);
   p.scratch_offset.assign(ns, 0);
   for (int k = 0; k < ns; ++k) {
-    ValueSlot& out = p.slots[p.steps[k].node];
-    out.offset = arena.alloc(out.bytes);
+    for (int r : p.steps[k].results) p.slots[r].offset = arena.alloc(p.slots[r].bytes);
     if (p.steps[k].scratch_bytes > 0) {
       p.scratch_offset[k] = arena.alloc(p.steps[k].scratch_bytes);
       arena.release(p.scratch_offset[k], p.steps[k].scratch_bytes);

@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "base/config.h"
 #include "ir/graph.h"
 #include "runtime/host/kernels.h"
 
@@ -41,9 +42,15 @@ struct Plan {
   std::vector<AlignedBuffer> constants;  // storage of kConst values
   int64_t arena_bytes = 0;
   int max_operands = 0;
+  int max_results = 1;
+};
+
+struct PlanOptions {
+  // Run fused clusters as one tiled loop each (fused.cpp); off = one kernel per node.
+  bool fuse = config().host_fusion;
 };
 
 // Verifies and copies `g`, then plans it.
-std::unique_ptr<Plan> make_plan(const ir::Graph& g);
+std::unique_ptr<Plan> make_plan(const ir::Graph& g, const PlanOptions& opt = {});
 
 }  // namespace torch_tpu::host

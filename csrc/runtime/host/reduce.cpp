@@ -6,6 +6,7 @@
 // Accumulation is in float for f16/bf16/f32, double for f64, wrap-around for integers.
 // Results do not depend on the thread count. Empty reductions give the identity.
 #include <algorithm>
+#include <cstring>
 
 #include "runtime/host/kernels.h"
 #include "runtime/host/numeric.h"
@@ -178,7 +179,123 @@ KernelFn pick_reduce(const ir::Node& n) {
   return nullptr;
 }
 
+// ---- Row reductions for fused sinks (see RowReduce in kernels.h) -------------------------
+// The same reduce_row / first-extreme scan as the kernels above, so a fused reduction of
+// rows up to 2 * kBlock long gives the eager kernel's bits; longer rows are split into
+// kBlock blocks combined pairwise (as the eager kernel does for a single long row).
+
+template <Reducer R, DType D>
+void rows_reduce(const void* xv, int64_t rows, int64_t n, void* ov) {
+  const auto* x = static_cast<const typename DT<D>::S*>(xv);
+  auto* o = static_cast<typename DT<D>::S*>(ov);
+  for (int64_t i = 0; i < rows; ++i)
+    o[i] = DT<D>::store(static_cast<typename DT<D>::C>(reduce_row<R, D>(x + i * n, n)));
+}
+template <Reducer R, DType D>
+void partial_reduce(const void* xv, int64_t n, int64_t, void* acc) {
+  Acc<D> v = reduce_row<R, D>(static_cast<const typename DT<D>::S*>(xv), n);
+  std::memcpy(acc, &v, sizeof v);
+}
+template <Reducer R, DType D>
+void combine_reduce(void* accs, int64_t nb, void* ov) {
+  auto at = [&](int64_t i) {
+    Acc<D> v;
+    std::memcpy(&v, static_cast<char*>(accs) + 16 * i, sizeof v);
+    return v;
+  };
+  for (int64_t w = 1; w < nb; w *= 2)
+    for (int64_t i = 0; i + w < nb; i += 2 * w) {
+      Acc<D> v = Red<R>::f(at(i), at(i + w));
+      std::memcpy(static_cast<char*>(accs) + 16 * i, &v, sizeof v);
+    }
+  *static_cast<typename DT<D>::S*>(ov) = DT<D>::store(static_cast<typename DT<D>::C>(at(0)));
+}
+
+// First extreme of x[0, n): a NaN is the extreme (as arg_kernel).
+template <bool kMax, DType D>
+int64_t arg_scan(const typename DT<D>::S* x, int64_t n, typename DT<D>::C& best) {
+  int64_t idx = 0;
+  best = DT<D>::load(x[0]);
+  for (int64_t r = 1; r < n; ++r) {
+    typename DT<D>::C v = DT<D>::load(x[r]);
+    bool better = kMax ? (v > best) : (v < best);
+    if (best == best && (v != v || better)) {
+      best = v;
+      idx = r;
+    }
+  }
+  return idx;
+}
+template <bool kMax, DType D>
+void rows_arg(const void* xv, int64_t rows, int64_t n, void* ov) {
+  const auto* x = static_cast<const typename DT<D>::S*>(xv);
+  typename DT<D>::C best;
+  for (int64_t i = 0; i < rows; ++i) static_cast<int64_t*>(ov)[i] = arg_scan<kMax, D>(x + i * n, n, best);
+}
+template <bool kMax, DType D>
+void partial_arg(const void* xv, int64_t n, int64_t index0, void* acc) {
+  typename DT<D>::C best;
+  int64_t idx = index0 + arg_scan<kMax, D>(static_cast<const typename DT<D>::S*>(xv), n, best);
+  std::memcpy(acc, &best, sizeof best);
+  std::memcpy(static_cast<char*>(acc) + 8, &idx, 8);
+}
+template <bool kMax, DType D>
+void combine_arg(void* accs, int64_t nb, void* ov) {
+  typename DT<D>::C best, v;
+  int64_t idx, vi;
+  const char* a = static_cast<const char*>(accs);
+  std::memcpy(&best, a, sizeof best);
+  std::memcpy(&idx, a + 8, 8);
+  for (int64_t i = 1; i < nb; ++i) {
+    std::memcpy(&v, a + 16 * i, sizeof v);
+    std::memcpy(&vi, a + 16 * i + 8, 8);
+    bool better = kMax ? (v > best) : (v < best);
+    if (best == best && (v != v || better)) {
+      best = v;
+      idx = vi;
+    }
+  }
+  *static_cast<int64_t*>(ov) = idx;
+}
+
+template <DType D>
+RowReduce pick_row_reduce(const ir::Node& n) {
+  if (n.op == ir::OpCode::ArgMax) return {&rows_arg<true, D>, &partial_arg<true, D>, &combine_arg<true, D>};
+  if (n.op == ir::OpCode::ArgMin) return {&rows_arg<false, D>, &partial_arg<false, D>, &combine_arg<false, D>};
+  Reducer r = n.attrs.reducer;
+  if constexpr (D == DType::Bool) {
+    if (r == Reducer::Sum || r == Reducer::Max) r = Reducer::Or;
+    if (r == Reducer::Prod || r == Reducer::Min) r = Reducer::And;
+  }
+#define TPU_ROW_REDUCE(name) \
+  case Reducer::name:        \
+    return {&rows_reduce<Reducer::name, D>, &partial_reduce<Reducer::name, D>, &combine_reduce<Reducer::name, D>};
+  switch (r) {
+    TPU_ROW_REDUCE(Sum) TPU_ROW_REDUCE(Prod) TPU_ROW_REDUCE(Max) TPU_ROW_REDUCE(Min)
+    case Reducer::And:
+    case Reducer::Or:
+      if constexpr (!std::is_floating_point_v<typename DT<D>::C>) {
+        if (r == Reducer::And)
+          return {&rows_reduce<Reducer::And, D>, &partial_reduce<Reducer::And, D>, &combine_reduce<Reducer::And, D>};
+        return {&rows_reduce<Reducer::Or, D>, &partial_reduce<Reducer::Or, D>, &combine_reduce<Reducer::Or, D>};
+      }
+      break;
+  }
+#undef TPU_ROW_REDUCE
+  return {};
+}
+
 }  // namespace
+
+static_assert(kReduceBlock == kBlock, "fused sinks split long rows like the eager kernel");
+
+RowReduce row_reduce(const ir::Node& n, ir::DType operand) {
+  RowReduce r;
+  TPU_DISPATCH_DTYPE(operand, r = pick_row_reduce<D>(n))
+  TPU_CHECK(r.rows != nullptr, "[host ", ir::op_info(n.op).hlo, "] no fused reduction for dtype ",
+            ir::dtype_name(operand));
+  return r;
+}
 
 void prepare_reduce(const ir::Graph& g, Step& s) {
   const ir::Node& n = *s.n;

@@ -1,0 +1,374 @@
+// Fused loops: one pass over memory per fused cluster of ir::partition. The cluster's
+// iteration space is cut into tiles (a few thousand elements, or whole reduction rows);
+// per tile, each member is evaluated into a small per-thread scratch buffer that stays in
+// cache, by the same RangeFn loop the eager kernel runs (so every intermediate is rounded
+// to its dtype exactly as unfused). Broadcasts read their operand through a precomputed
+// index map; a reduction sink reduces the tile's rows with the eager reduction code; only
+// members read outside the cluster (or graph outputs) are written to memory, directly.
+// Tiles are spread over threads; no result depends on the thread count.
+#include <algorithm>
+#include <cstring>
+
+#include "base/error.h"
+#include "ir/passes/fuse.h"
+#include "runtime/host/kernels.h"
+#include "runtime/host/parallel.h"
+#include "runtime/host/plan.h"
+
+namespace torch_tpu::host {
+
+namespace {
+constexpr int64_t kTileElems = 4096;  // elementwise tile (see docs/decisions/fused-host-kernels.md)
+}
+
+struct FusedLoop {
+  enum class Src : uint8_t { kMember, kInput, kScalar };  // tile / input at b / input at 0
+  struct Operand {
+    Src src;
+    int index;
+  };
+  enum class Kind : uint8_t { kRange, kGather, kAlias, kSink };
+  struct Member {
+    Kind kind;
+    int stage = 0;             // 0 main, 1 sink, 2 post
+    Step step;                 // kRange: the prepared elementwise step
+    std::vector<Operand> ops;  // kRange / kSink operands
+    int alias_of = -1;         // kAlias: the member whose tile it shares
+    int slot = -1;             // scratch slot, or -1
+    int result = -1;           // index into the fused step's results, or -1
+    int64_t elem = 0;
+    // kGather: input index, and the source strides of the (simplified) result dims.
+    int input = -1;
+    int rank = 0;
+    int64_t shape[kMaxRank] = {}, stride[kMaxRank] = {};
+  };
+  std::vector<Member> members;  // main, then the sink, then post (each in node order)
+  std::vector<int64_t> in_elem;
+  RowReduce red;
+  int sink = -1;               // member index of the sink
+  int64_t n_main = 0, rows = 0, row_len = 0;
+  int64_t rows_per_tile = 0;   // row mode
+  bool chunked = false;        // rows longer than 2 * kReduceBlock: blocks + combine
+  int64_t main_tile = 0, post_tile = 0;
+  int num_slots = 0;
+  int64_t slot_bytes = 0;
+  int64_t sink_buf_offset = 0;  // chunked, sink not stored: its buffer in step scratch
+};
+
+namespace {
+
+using Loop = FusedLoop;
+
+// Copies elements [b, b + len) of a broadcast result from its operand `src`.
+template <class T>
+void gather_t(const Loop::Member& m, const T* src, int64_t b, int64_t len, T* out) {
+  int r = m.rank;
+  int64_t idx[kMaxRank], rem = b;
+  for (int d = r - 1; d >= 0; --d) {
+    idx[d] = rem % m.shape[d];
+    rem /= m.shape[d];
+  }
+  int64_t inner = m.shape[r - 1], st = m.stride[r - 1];
+  for (int64_t done = 0; done < len;) {
+    int64_t off = 0;
+    for (int d = 0; d < r; ++d) off += idx[d] * m.stride[d];
+    int64_t count = std::min(inner - idx[r - 1], len - done);
+    const T* s = src + off;
+    T* o = out + done;
+    if (st == 0) std::fill(o, o + count, *s);
+    else if (st == 1) std::memcpy(o, s, count * sizeof(T));
+    else
+      for (int64_t i = 0; i < count; ++i) o[i] = s[i * st];
+    done += count;
+    idx[r - 1] = 0;
+    for (int d = r - 2; d >= 0; --d) {
+      if (++idx[d] < m.shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+void gather(const Loop::Member& m, const void* src, int64_t b, int64_t len, void* out) {
+  switch (m.elem) {
+    case 1: return gather_t(m, static_cast<const uint8_t*>(src), b, len, static_cast<uint8_t*>(out));
+    case 2: return gather_t(m, static_cast<const uint16_t*>(src), b, len, static_cast<uint16_t*>(out));
+    case 4: return gather_t(m, static_cast<const uint32_t*>(src), b, len, static_cast<uint32_t*>(out));
+    default: return gather_t(m, static_cast<const uint64_t*>(src), b, len, static_cast<uint64_t*>(out));
+  }
+}
+
+// Per-thread state of a running loop: member tile pointers and scratch.
+struct TileCtx {
+  const Loop& L;
+  const void* const* in;
+  void* const* outs;
+  std::byte* scratch;
+  void** ptr;
+};
+
+const void* operand_ptr(const TileCtx& c, const Loop::Operand& o, int64_t b) {
+  switch (o.src) {
+    case Loop::Src::kMember: return c.ptr[o.index];
+    case Loop::Src::kInput:
+      return static_cast<const char*>(c.in[o.index]) + b * c.L.in_elem[o.index];
+    default: return c.in[o.index];
+  }
+}
+
+// Where member m's elements [b, ...) of this tile go.
+void* member_out(const TileCtx& c, const Loop::Member& m, int64_t b) {
+  if (m.kind == Loop::Kind::kAlias) return c.ptr[m.alias_of];
+  if (m.result >= 0) return static_cast<char*>(c.outs[m.result]) + b * m.elem;
+  return c.scratch + m.slot * c.L.slot_bytes;
+}
+
+// Evaluates the members of `stage` over elements [b, b + len) of that stage's space.
+void eval_stage(const TileCtx& c, int stage, int64_t b, int64_t len) {
+  const void* ops[4];
+  for (size_t k = 0; k < c.L.members.size(); ++k) {
+    const Loop::Member& m = c.L.members[k];
+    if (m.stage != stage) continue;
+    void* out = member_out(c, m, b);
+    c.ptr[k] = out;
+    if (m.kind == Loop::Kind::kRange) {
+      for (size_t j = 0; j < m.ops.size(); ++j) ops[j] = operand_ptr(c, m.ops[j], b);
+      m.step.range(m.step, ops, out, 0, len);
+    } else if (m.kind == Loop::Kind::kGather) {
+      gather(m, c.in[m.input], b, len, out);
+    }
+  }
+}
+
+std::byte* thread_scratch(int64_t bytes) {
+  thread_local AlignedBuffer buf;
+  thread_local int64_t cap = 0;
+  if (bytes > cap) {
+    buf = aligned_buffer(static_cast<size_t>(bytes));
+    cap = bytes;
+  }
+  return buf.get();
+}
+
+// Runs `body(ctx, begin, end)` over [0, n) items on threads, each thread with its own
+// tile pointers and scratch.
+template <class F>
+void for_tiles(const KernelArgs& a, int64_t n, int64_t grain, F&& body) {
+  const Loop& L = *a.step.fused;
+  parallel_for(n, grain, [&](int64_t b, int64_t e) {
+    void* ptr[64];
+    std::vector<void*> heap;
+    void** p = ptr;
+    if (L.members.size() > 64) {
+      heap.resize(L.members.size());
+      p = heap.data();
+    }
+    TileCtx c{L, a.in, a.outs, thread_scratch(L.num_slots * L.slot_bytes), p};
+    body(c, b, e);
+  });
+}
+
+void fused_kernel(const KernelArgs& a) {
+  const Loop& L = *a.step.fused;
+  int64_t cost = static_cast<int64_t>(L.members.size());
+  if (L.sink < 0) {
+    int64_t tiles = (L.n_main + L.main_tile - 1) / L.main_tile;
+    int64_t grain = std::max<int64_t>(1, kParallelGrain / (L.main_tile * cost));
+    for_tiles(a, tiles, grain, [&](const TileCtx& c, int64_t tb, int64_t te) {
+      for (int64_t t = tb; t < te; ++t) {
+        int64_t b = t * L.main_tile;
+        eval_stage(c, 0, b, std::min(L.main_tile, L.n_main - b));
+      }
+    });
+    return;
+  }
+  const Loop::Member& sk = L.members[L.sink];
+  if (!L.chunked) {
+    int64_t tiles = (L.rows + L.rows_per_tile - 1) / L.rows_per_tile;
+    int64_t grain = std::max<int64_t>(1, kParallelGrain / (L.rows_per_tile * L.row_len * cost));
+    for_tiles(a, tiles, grain, [&](const TileCtx& c, int64_t tb, int64_t te) {
+      for (int64_t t = tb; t < te; ++t) {
+        int64_t a0 = t * L.rows_per_tile, nr = std::min(L.rows_per_tile, L.rows - a0);
+        eval_stage(c, 0, a0 * L.row_len, nr * L.row_len);
+        void* out = member_out(c, sk, a0);
+        c.ptr[L.sink] = out;
+        L.red.rows(operand_ptr(c, sk.ops[0], a0 * L.row_len), nr, L.row_len, out);
+        eval_stage(c, 2, a0, nr);
+      }
+    });
+    return;
+  }
+  // Long rows: fixed kReduceBlock blocks reduced in parallel, combined per row in a fixed
+  // order, then the post stage over the rows.
+  int64_t nb = (L.row_len + kReduceBlock - 1) / kReduceBlock;
+  char* partials = static_cast<char*>(a.scratch);
+  void* sink_mem = sk.result >= 0 ? a.outs[sk.result] : partials + L.sink_buf_offset;
+  for_tiles(a, L.rows * nb, 1, [&](const TileCtx& c, int64_t ib, int64_t ie) {
+    for (int64_t i = ib; i < ie; ++i) {
+      int64_t row = i / nb, j = i % nb, b = row * L.row_len + j * kReduceBlock;
+      int64_t len = std::min(kReduceBlock, L.row_len - j * kReduceBlock);
+      eval_stage(c, 0, b, len);
+      L.red.partial(operand_ptr(c, sk.ops[0], b), len, j * kReduceBlock, partials + 16 * i);
+    }
+  });
+  for (int64_t r = 0; r < L.rows; ++r)
+    L.red.combine(partials + 16 * r * nb, nb, static_cast<char*>(sink_mem) + r * sk.elem);
+  for_tiles(a, (L.rows + L.post_tile - 1) / L.post_tile, 1 << 20,
+            [&](const TileCtx& c, int64_t tb, int64_t te) {
+              for (int64_t t = tb; t < te; ++t) {
+                int64_t a0 = t * L.post_tile;
+                c.ptr[L.sink] = static_cast<char*>(sink_mem) + a0 * sk.elem;
+                eval_stage(c, 2, a0, std::min(L.post_tile, L.rows - a0));
+              }
+            });
+}
+
+// The simplified index map of broadcast node n: result dims (size-1 dropped, neighbours
+// merged when the source walks them contiguously) and source strides (0 = broadcast).
+void plan_gather(const ir::Graph& g, const ir::Node& n, Loop::Member& m) {
+  const ir::Node& x = g.nodes()[n.operands[0]];
+  std::vector<int64_t> xst = contiguous_strides(x.shape), src(n.shape.size(), 0);
+  for (size_t i = 0; i < n.attrs.dims.size(); ++i)
+    if (x.shape[i] != 1) src[n.attrs.dims[i]] = xst[i];
+  int r = 0;
+  for (size_t d = 0; d < n.shape.size(); ++d) {
+    if (n.shape[d] == 1) continue;
+    if (r > 0 && m.stride[r - 1] == src[d] * n.shape[d]) {
+      m.shape[r - 1] *= n.shape[d];
+      m.stride[r - 1] = src[d];
+      continue;
+    }
+    m.shape[r] = n.shape[d];
+    m.stride[r] = src[d];
+    ++r;
+  }
+  if (r == 0) {
+    m.shape[0] = 1;
+    m.stride[0] = 0;
+    r = 1;
+  }
+  m.rank = r;
+}
+
+// Scratch slots for members not written to memory, reused once their last reader ran.
+void assign_slots(Loop& L) {
+  int nm = static_cast<int>(L.members.size());
+  auto root = [&](int k) {
+    while (L.members[k].kind == Loop::Kind::kAlias) k = L.members[k].alias_of;
+    return k;
+  };
+  std::vector<int> last(nm, -1);
+  for (int k = 0; k < nm; ++k) {
+    last[k] = std::max(last[k], k);
+    for (const Loop::Operand& o : L.members[k].ops)
+      if (o.src == Loop::Src::kMember) last[root(o.index)] = k;
+  }
+  for (int k = 0; k < nm; ++k)  // the sink's readers run in the post stage, after it
+    if (L.members[k].stage == 2)
+      for (const Loop::Operand& o : L.members[k].ops)
+        if (o.src == Loop::Src::kMember) last[root(o.index)] = std::max(last[root(o.index)], k);
+  std::vector<int> free_slots;
+  std::vector<std::vector<int>> release(nm);
+  for (int k = 0; k < nm; ++k) {
+    Loop::Member& m = L.members[k];
+    if (m.kind != Loop::Kind::kAlias && m.result < 0) {
+      if (free_slots.empty()) free_slots.push_back(L.num_slots++);
+      m.slot = free_slots.back();
+      free_slots.pop_back();
+      release[last[k]].push_back(m.slot);
+    }
+    for (int s : release[k]) free_slots.push_back(s);
+  }
+}
+
+}  // namespace
+
+void prepare_fused(const ir::Graph& g, const ir::Cluster& c, Step& s) {
+  const auto& nodes = g.nodes();
+  auto L = std::make_shared<Loop>();
+  std::vector<int> order = c.main;
+  if (c.sink >= 0) order.push_back(c.sink);
+  order.insert(order.end(), c.post.begin(), c.post.end());
+  auto member_index = [&](int v) {
+    auto it = std::find(order.begin(), order.end(), v);
+    return it == order.end() ? -1 : static_cast<int>(it - order.begin());
+  };
+  auto input_index = [&](int v) {
+    return static_cast<int>(std::lower_bound(c.inputs.begin(), c.inputs.end(), v) - c.inputs.begin());
+  };
+  s.operands = c.inputs;
+  for (int v : c.inputs)
+    L->in_elem.push_back(static_cast<int64_t>(ir::dtype_size(nodes[v].dtype)));
+  for (size_t k = 0; k < order.size(); ++k) {
+    int v = order[k];
+    const ir::Node& n = nodes[v];
+    Loop::Member m;
+    m.elem = static_cast<int64_t>(ir::dtype_size(n.dtype));
+    m.stage = v == c.sink ? 1 : k < c.main.size() ? 0 : 2;
+    auto operand = [&](int o) {
+      int mi = member_index(o);
+      if (mi >= 0) return Loop::Operand{Loop::Src::kMember, mi};
+      bool scalar = ir::numel(nodes[o].shape) == 1;
+      return Loop::Operand{scalar ? Loop::Src::kScalar : Loop::Src::kInput, input_index(o)};
+    };
+    if (v == c.sink) {
+      m.kind = Loop::Kind::kSink;
+      m.ops.push_back(operand(n.operands[0]));
+      if (m.ops[0].src == Loop::Src::kScalar) m.ops[0].src = Loop::Src::kInput;
+      L->red = row_reduce(n, nodes[n.operands[0]].dtype);
+      L->sink = static_cast<int>(k);
+    } else if (ir::has_trait(n.op, ir::kFusedGather)) {
+      m.kind = Loop::Kind::kGather;
+      m.input = input_index(n.operands[0]);
+      plan_gather(g, n, m);
+    } else if (ir::op_info(n.op).kind == ir::OpKind::kShape) {  // a kFusible view (reshape)
+      m.kind = Loop::Kind::kAlias;
+      m.alias_of = member_index(n.operands[0]);
+      TPU_CHECK(m.alias_of >= 0, "[host fuse] view of a non-member");
+    } else {
+      m.kind = Loop::Kind::kRange;
+      m.step.node = v;
+      m.step.n = &n;
+      m.step.operands = n.operands;
+      prepare_elementwise(g, m.step);
+      for (int o : n.operands) m.ops.push_back(operand(o));
+      TPU_CHECK(m.ops.size() <= 4, "[host fuse] too many operands");
+    }
+    L->members.push_back(std::move(m));
+  }
+  // Results: members read outside the cluster, as their alias roots.
+  for (int v : c.outputs) {
+    int k = member_index(v);
+    while (L->members[k].kind == Loop::Kind::kAlias) k = L->members[k].alias_of;
+    if (L->members[k].result >= 0) continue;
+    L->members[k].result = static_cast<int>(s.results.size());
+    s.results.push_back(order[k]);
+  }
+  TPU_CHECK(!s.results.empty(), "[host fuse] cluster without outputs");
+  // Iteration space and tiles.
+  L->n_main = c.main_numel;
+  int64_t max_elem = 8;
+  if (c.sink >= 0) {
+    L->rows = c.sink_numel;
+    L->row_len = c.main_numel / std::max<int64_t>(c.sink_numel, 1);
+    L->chunked = L->row_len > 2 * kReduceBlock;
+    L->rows_per_tile = L->chunked ? 1 : std::max<int64_t>(1, kTileElems / std::max<int64_t>(L->row_len, 1));
+    L->main_tile = L->chunked ? kReduceBlock : L->rows_per_tile * L->row_len;
+    L->post_tile = L->chunked ? kTileElems : L->rows_per_tile;
+    if (L->chunked) {
+      int64_t nb = (L->row_len + kReduceBlock - 1) / kReduceBlock;
+      L->sink_buf_offset = (L->rows * nb * 16 + 63) / 64 * 64;
+      s.scratch_bytes = L->sink_buf_offset + L->rows * max_elem;
+    }
+  } else {
+    L->main_tile = kTileElems;
+  }
+  assign_slots(*L);
+  L->slot_bytes = (std::max(L->main_tile, L->post_tile) * max_elem + 63) / 64 * 64;
+  s.node = s.results[0];
+  s.n = &nodes[s.node];
+  s.i0 = c.main_numel;
+  s.fn = &fused_kernel;
+  s.fused = std::move(L);
+}
+
+}  // namespace torch_tpu::host

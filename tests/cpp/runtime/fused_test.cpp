@@ -1,0 +1,307 @@
+// Fused loops of the host runtime: each graph runs fused and unfused (PlanOptions) and the
+// results are compared: bit for bit for elementwise chains (every dtype) and for row
+// reductions that fit a tile, allclose where only the summation order may differ. Also:
+// broadcasts, outputs in the middle of a chain, in-place outputs, strided inputs, thread
+// count independence, and compile latency for large graphs.
+#include <omp.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "ir/passes/fuse.h"
+#include "runtime/host/host_runtime.h"
+#include "runtime_test_util.h"
+
+namespace torch_tpu::host::testing {
+namespace {
+
+using runtime::View;
+
+std::vector<Tensor> run_opt(const Graph& g, std::vector<Tensor> inputs, bool fuse) {
+  auto exe = compile_host(g, PlanOptions{fuse});
+  std::vector<View> in, out;
+  for (Tensor& t : inputs) in.push_back(t.view());
+  std::vector<Tensor> outs;
+  for (Value v : g.outputs()) outs.emplace_back(g.dtype(v), g.shape(v));
+  for (Tensor& t : outs) out.push_back(t.view());
+  exe->run(in, out);
+  return outs;
+}
+
+// Runs fused and unfused; expects identical bytes (tol < 0) or relative closeness.
+void expect_same(const Graph& g, const std::vector<Tensor>& inputs, double tol = -1) {
+  auto a = run_opt(g, inputs, true), b = run_opt(g, inputs, false);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (tol < 0) {
+      size_t n = a[i].numel() * ir::dtype_size(a[i].dtype);
+      ASSERT_EQ(std::memcmp(a[i].bytes.data(), b[i].bytes.data(), n), 0)
+          << "output " << i << " (" << ir::dtype_name(a[i].dtype) << ") differs";
+    } else {
+      for (int64_t j = 0; j < a[i].numel(); ++j)
+        ASSERT_TRUE(close(a[i].get(j), b[i].get(j), tol, tol)) << "output " << i << " at " << j
+                                                              << ": " << a[i].get(j) << " vs " << b[i].get(j);
+    }
+  }
+}
+
+int fused_steps(const Graph& g) { return static_cast<int>(make_plan(g, {true})->steps.size()); }
+
+Value bcast_scalar(Graph& g, double v, DType d, Shape s) { return g.broadcast(g.constant(v, d), s, {}); }
+
+Tensor random_tensor(DType d, Shape s, uint64_t seed) {
+  return make(d, std::move(s), [&](int64_t i) {
+    uint64_t h = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed;
+    h ^= h >> 31;
+    h *= 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 29;
+    double u = static_cast<double>(h % 100000) / 100000.0;  // [0, 1)
+    if (d == DType::Bool) return static_cast<double>(h & 1);
+    if (!ir::is_float(d)) return std::floor(u * 200) - (d == DType::U8 || d == DType::U64 ? 0 : 100);
+    return u * 8 - 4;
+  });
+}
+
+TEST(HostFused, ElementwiseChainsEveryDtype) {
+  for (Shape s : {Shape{37, 300}, Shape{300, 1000}, Shape{5}}) {
+    for (DType d : all_dtypes()) {
+      SCOPED_TRACE(std::string(ir::dtype_name(d)) + ir::shape_str(s));
+      Graph g;
+      Value a = g.param(d, s), b = g.param(d, s), row = g.param(d, {s.back()});
+      Value rb = g.broadcast(row, s, {static_cast<int64_t>(s.size() - 1)});
+      Value y;
+      if (d == DType::Bool) {
+        y = g.binary(OpCode::Xor, g.binary(OpCode::And, a, b), g.unary(OpCode::Not, rb));
+        y = g.binary(OpCode::Or, y, g.compare(ir::Cmp::EQ, a, rb));
+      } else {
+        Value t = g.binary(OpCode::Mul, g.binary(OpCode::Add, a, b), rb);
+        t = g.binary(OpCode::Max, g.binary(OpCode::Sub, t, b), a);
+        if (ir::is_float(d)) {
+          t = g.unary(OpCode::Tanh, g.binary(OpCode::Div, t, bcast_scalar(g, 3.0, d, s)));
+          t = g.binary(OpCode::Add, t, g.unary(OpCode::Exp, g.unary(OpCode::Negate, g.unary(OpCode::Abs, a))));
+        }
+        Value lo = g.constant(-50, d), hi = g.constant(90, d);
+        if (d == DType::U8 || d == DType::U64) lo = g.constant(3, d);
+        t = g.op(OpCode::Clamp, {lo, t, hi});
+        y = g.select(g.compare(ir::Cmp::LT, a, b), t, g.convert(g.convert(t, DType::F32), d));
+      }
+      g.set_outputs({y});
+      EXPECT_EQ(ir::cluster_count(g), 1);
+      EXPECT_EQ(fused_steps(g), 1);
+      expect_same(g, {random_tensor(d, s, 1), random_tensor(d, s, 2), random_tensor(d, {s.back()}, 3)});
+    }
+  }
+}
+
+TEST(HostFused, Bf16GeluChainIsExact) {
+  Graph g;
+  Shape s = {1024, 512};
+  Value x = g.param(DType::BF16, s);
+  Value h = g.binary(OpCode::Mul, x, bcast_scalar(g, 0.7071067811865476, DType::BF16, s));
+  Value y = g.binary(OpCode::Mul, g.binary(OpCode::Mul, x, bcast_scalar(g, 0.5, DType::BF16, s)),
+                     g.binary(OpCode::Add, g.unary(OpCode::Erf, h), bcast_scalar(g, 1, DType::BF16, s)));
+  g.set_outputs({y});
+  EXPECT_EQ(fused_steps(g), 1);
+  expect_same(g, {random_tensor(DType::BF16, s, 7)});
+}
+
+TEST(HostFused, Broadcasts) {
+  Graph g;
+  Value x = g.param(DType::F32, {2, 3, 5}), col = g.param(DType::F32, {2, 1, 1}),
+        mid = g.param(DType::F32, {3}), sc = g.param(DType::F32, {}), t = g.param(DType::F32, {5, 3});
+  Value y = g.binary(OpCode::Add, x, g.broadcast(col, {2, 3, 5}, {0, 1, 2}));
+  y = g.binary(OpCode::Mul, y, g.broadcast(mid, {2, 3, 5}, {1}));
+  y = g.binary(OpCode::Sub, y, g.broadcast(sc, {2, 3, 5}, {}));
+  y = g.binary(OpCode::Add, y, g.broadcast(t, {2, 3, 5}, {2, 1}));  // a transposing map
+  g.set_outputs({y});
+  EXPECT_EQ(fused_steps(g), 1);
+  expect_same(g, {random_tensor(DType::F32, {2, 3, 5}, 1), random_tensor(DType::F32, {2, 1, 1}, 2),
+                  random_tensor(DType::F32, {3}, 3), random_tensor(DType::F32, {}, 4),
+                  random_tensor(DType::F32, {5, 3}, 5)});
+}
+
+TEST(HostFused, OutputsInTheMiddleAndReshapes) {
+  Graph g;
+  Shape s = {64, 100};
+  Value x = g.param(DType::F16, s);
+  Value a = g.unary(OpCode::Exp, g.unary(OpCode::Negate, x));
+  Value r = g.reshape(a, {6400});
+  Value b = g.binary(OpCode::Add, r, g.reshape(x, {6400}));
+  Value c = g.unary(OpCode::Sqrt, b);
+  g.set_outputs({a, c, r, g.reshape(c, {100, 64})});
+  EXPECT_EQ(fused_steps(g), 1);
+  expect_same(g, {random_tensor(DType::F16, s, 9)});
+}
+
+TEST(HostFused, InPlaceOutputAliasesInput) {
+  Graph g;
+  Shape s = {100, 77};
+  Value x = g.param(DType::F32, s), y = g.param(DType::F32, s);
+  Value z = g.binary(OpCode::Mul, g.binary(OpCode::Add, x, y), g.unary(OpCode::Cos, x));
+  g.set_outputs({z, g.unary(OpCode::Sin, z)});
+  for (bool fuse : {true, false}) SCOPED_TRACE(fuse);
+  Tensor x1 = random_tensor(DType::F32, s, 1), y1 = random_tensor(DType::F32, s, 2);
+  Tensor x2 = x1, y2 = y1, w1(DType::F32, s), w2(DType::F32, s);
+  compile_host(g, {true})->run({x1.view(), y1.view()}, {x1.view(), w1.view()});  // x += ...
+  compile_host(g, {false})->run({x2.view(), y2.view()}, {x2.view(), w2.view()});
+  EXPECT_EQ(x1.bytes, x2.bytes);
+  EXPECT_EQ(w1.bytes, w2.bytes);
+}
+
+TEST(HostFused, StridedInput) {
+  Graph g;
+  Value x = g.param(DType::F32, {40, 30});
+  g.set_outputs({g.unary(OpCode::Log1p, g.unary(OpCode::Abs, x))});
+  Tensor base = random_tensor(DType::F32, {30, 40}, 3);
+  Tensor a(DType::F32, {40, 30}), b(DType::F32, {40, 30});
+  View tv{base.data(), DType::F32, {40, 30}, {1, 40}};
+  compile_host(g, {true})->run({tv}, {a.view()});
+  compile_host(g, {false})->run({tv}, {b.view()});
+  EXPECT_EQ(a.bytes, b.bytes);
+}
+
+// Reductions over the last dim: rows up to 2 * 32768 elements use the eager kernel's
+// reduce_row on the whole row (bit-identical); a single long row is split into the same
+// fixed blocks as the eager kernel (bit-identical); several long rows differ only by
+// summation order.
+TEST(HostFused, RowReductionsMatchEager) {
+  struct Case {
+    Shape s;
+    bool exact;
+  };
+  for (Case c : {Case{{64, 100}, true}, Case{{3, 5000}, true}, Case{{200000}, true},
+                 Case{{3, 70001}, false}, Case{{4, 1, 9}, true}}) {
+    for (DType d : {DType::F32, DType::BF16, DType::I32, DType::F64}) {
+      for (auto red : {ir::Reducer::Sum, ir::Reducer::Max, ir::Reducer::Min}) {
+        SCOPED_TRACE(ir::shape_str(c.s) + ir::dtype_name(d) + std::to_string(int(red)));
+        Graph g;
+        Value x = g.param(d, c.s);
+        Value y = g.binary(OpCode::Mul, g.unary(OpCode::Abs, x), x);
+        int64_t last = static_cast<int64_t>(c.s.size()) - 1;
+        Value r = g.reduce(y, red, {last});
+        Value post = g.binary(OpCode::Add, r, g.broadcast(g.constant(1, d), g.shape(r), {}));
+        ir::Attrs am;
+        am.dims = {last};
+        Value am_v = g.op(OpCode::ArgMax, {g.unary(OpCode::Negate, y)}, am);
+        g.set_outputs({post, am_v});
+        EXPECT_EQ(ir::cluster_count(g), 2);  // the two sinks cannot share one loop
+        expect_same(g, {random_tensor(d, c.s, 11)}, c.exact || !ir::is_float(d) ? -1 : 1e-5);
+      }
+    }
+  }
+}
+
+Value layernorm(Graph& g, Value x, Value gamma, Value beta) {
+  Shape s = g.shape(x), rows = {s[0]};
+  double inv = 1.0 / static_cast<double>(s[1]);
+  Value mean = g.binary(OpCode::Mul, g.reduce(x, ir::Reducer::Sum, {1}), bcast_scalar(g, inv, DType::F32, rows));
+  Value xc = g.binary(OpCode::Sub, x, g.broadcast(mean, s, {0}));
+  Value var = g.binary(OpCode::Mul, g.reduce(g.binary(OpCode::Mul, xc, xc), ir::Reducer::Sum, {1}),
+                       bcast_scalar(g, inv, DType::F32, rows));
+  Value rstd = g.unary(OpCode::Rsqrt, g.binary(OpCode::Add, var, bcast_scalar(g, 1e-5, DType::F32, rows)));
+  Value y = g.binary(OpCode::Mul, xc, g.broadcast(rstd, s, {0}));
+  return g.binary(OpCode::Add, g.binary(OpCode::Mul, y, g.broadcast(gamma, s, {1})),
+                  g.broadcast(beta, s, {1}));
+}
+
+TEST(HostFused, LayerNormAndSoftmax) {
+  Shape s = {1024, 512};
+  {
+    Graph g;
+    Value x = g.param(DType::F32, s), gm = g.param(DType::F32, {512}), bt = g.param(DType::F32, {512});
+    g.set_outputs({layernorm(g, x, gm, bt)});
+    EXPECT_EQ(fused_steps(g), 3);
+    expect_same(g, {random_tensor(DType::F32, s, 1), random_tensor(DType::F32, {512}, 2),
+                    random_tensor(DType::F32, {512}, 3)});
+  }
+  {
+    Graph g;
+    Value x = g.param(DType::F32, s);
+    Value m = g.reduce(x, ir::Reducer::Max, {1});
+    Value e = g.unary(OpCode::Exp, g.binary(OpCode::Sub, x, g.broadcast(m, s, {0})));
+    Value sum = g.reduce(e, ir::Reducer::Sum, {1});
+    g.set_outputs({g.binary(OpCode::Div, e, g.broadcast(sum, s, {0}))});
+    EXPECT_EQ(fused_steps(g), 3);
+    expect_same(g, {random_tensor(DType::F32, s, 5)});
+  }
+}
+
+TEST(HostFused, MatmulEpilogue) {
+  Graph g;
+  Value x = g.param(DType::F32, {64, 32}), w = g.param(DType::F32, {32, 48}), b = g.param(DType::F32, {48});
+  ir::Attrs d;
+  d.lhs_contract = {1};
+  d.rhs_contract = {0};
+  Value h = g.binary(OpCode::Add, g.dot(x, w, d), g.broadcast(b, {64, 48}, {1}));
+  g.set_outputs({g.binary(OpCode::Max, h, bcast_scalar(g, 0, DType::F32, {64, 48}))});
+  EXPECT_EQ(fused_steps(g), 2);
+  expect_same(g, {random_tensor(DType::F32, {64, 32}, 1), random_tensor(DType::F32, {32, 48}, 2),
+                  random_tensor(DType::F32, {48}, 3)});
+}
+
+TEST(HostFused, ResultsDoNotDependOnThreadCount) {
+  Graph g;
+  Shape s = {3, 300000};
+  Value x = g.param(DType::F32, s);
+  Value y = g.unary(OpCode::Sin, x);
+  g.set_outputs({g.reduce(y, ir::Reducer::Sum, {1}), g.reduce(g.reshape(y, {900000}), ir::Reducer::Sum, {0})});
+  Tensor in = random_tensor(DType::F32, s, 4);
+  int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  auto one = run_opt(g, {in}, true);
+  omp_set_num_threads(std::max(2, saved));
+  auto many = run_opt(g, {in}, true);
+  omp_set_num_threads(saved);
+  EXPECT_EQ(one[0].bytes, many[0].bytes);
+  EXPECT_EQ(one[1].bytes, many[1].bytes);
+}
+
+// A chain of `n` nodes mixing elementwise ops, broadcasts and reductions.
+Graph big_graph(int n) {
+  Graph g;
+  Shape s = {64, 128};
+  Value x = g.param(DType::F32, s), bias = g.param(DType::F32, {128});
+  Value cur = x;
+  for (int i = 0; static_cast<int>(g.nodes().size()) < n; ++i) {
+    switch (i % 6) {
+      case 0: cur = g.binary(OpCode::Add, cur, g.broadcast(bias, s, {1})); break;
+      case 1: cur = g.unary(OpCode::Tanh, cur); break;
+      case 2: cur = g.binary(OpCode::Mul, cur, bcast_scalar(g, 1.0 + i * 1e-3, DType::F32, s)); break;
+      case 3: cur = g.binary(OpCode::Sub, cur, g.broadcast(g.reduce(cur, ir::Reducer::Max, {1}), s, {0})); break;
+      case 4: cur = g.binary(OpCode::Add, cur, x); break;
+      default: cur = g.unary(OpCode::Exp, g.unary(OpCode::Negate, g.unary(OpCode::Abs, cur))); break;
+    }
+  }
+  g.set_outputs({cur});
+  return g;
+}
+
+TEST(HostFused, CompileLatency) {
+  for (int n : {300, 3000}) {
+    Graph g = big_graph(n);
+    auto t0 = std::chrono::steady_clock::now();
+    int clusters = ir::cluster_count(g);
+    auto t1 = std::chrono::steady_clock::now();
+    auto plan = make_plan(g, {true});
+    auto t2 = std::chrono::steady_clock::now();
+    double part_us = std::chrono::duration<double, std::micro>(t1 - t0).count();
+    double plan_us = std::chrono::duration<double, std::micro>(t2 - t1).count();
+    std::printf("[compile] %zu nodes: partition %.0f us (%d clusters), plan incl. partition %.0f us\n",
+                g.nodes().size(), part_us, clusters, plan_us);
+    EXPECT_LT(plan_us, n * 50.0);  // generous bound for a loaded CI machine
+  }
+  // Hash-consing stays linear: 20k distinct nodes plus 20k repeats.
+  auto t0 = std::chrono::steady_clock::now();
+  Graph g;
+  Value x = g.param(DType::F32, {4});
+  std::vector<Value> vs;
+  for (int i = 0; i < 20000; ++i) vs.push_back(g.constant(i, DType::F32, {4}));
+  for (int i = 0; i < 20000; ++i) ASSERT_EQ(g.constant(i, DType::F32, {4}).id, vs[i].id);
+  g.set_outputs({x});
+  double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("[compile] 40k constant() calls with CSE: %.0f us\n", us);
+  EXPECT_LT(us, 2e6);
+}
+
+}  // namespace
+}  // namespace torch_tpu::host::testing
