@@ -40,6 +40,7 @@ struct Tracked {
   c10::weak_intrusive_ptr<c10::StorageImpl> weak{c10::intrusive_ptr<c10::StorageImpl>()};
   Meta meta;
   ir::Value v;
+  int64_t seq = 0;  // recording order: outputs are listed in it, so equal windows hash equal
 };
 
 struct Param {
@@ -57,6 +58,7 @@ struct Window {
   std::unordered_map<c10::StorageImpl*, Tracked> tracked;
   std::unordered_map<c10::StorageImpl*, std::vector<std::pair<Meta, ir::Value>>> reads;
   int64_t ops = 0;
+  int64_t seq = 0;
 };
 
 Window g_windows[kMaxDevices];
@@ -195,6 +197,7 @@ void inline_op(Window& w, const OpRecord& r) {
     t.weak = c10::weak_intrusive_ptr<c10::StorageImpl>(d.storage().getWeakStorageImpl());
     t.meta = meta_of(d, r.graph->dtype(outs[k]));
     t.v = map[outs[k].id];
+    t.seq = w.seq++;
     w.tracked[storage_key(d)] = std::move(t);
   }
   ++w.ops;
@@ -226,6 +229,7 @@ void reset(Window& w) {
   w.tracked.clear();
   w.reads.clear();
   w.ops = 0;
+  w.seq = 0;
 }
 
 void flush_locked(Window& w, int dev, const char* reason) {
@@ -233,7 +237,12 @@ void flush_locked(Window& w, int dev, const char* reason) {
   auto p = std::make_shared<Payload>();
   std::vector<ir::Value> outs;
   int64_t skipped = 0;
-  for (auto& [key, t] : w.tracked) {
+  std::vector<Tracked*> order;
+  order.reserve(w.tracked.size());
+  for (auto& [key, t] : w.tracked) order.push_back(&t);
+  std::sort(order.begin(), order.end(), [](const Tracked* a, const Tracked* b) { return a->seq < b->seq; });
+  for (Tracked* tp : order) {
+    Tracked& t = *tp;
     c10::intrusive_ptr<c10::StorageImpl> strong = t.weak.lock();
     if (!strong) {
       ++skipped;  // no tensor owns it any more: never written to memory
@@ -334,8 +343,11 @@ ir::Graph pending_graph(int dev, const std::vector<at::Tensor>& tensors) {
   ir::Graph g = w.g;
   std::vector<ir::Value> outs;
   if (tensors.empty()) {
+    std::vector<const Tracked*> order;
     for (auto& [k, t] : w.tracked)
-      if (live(t)) outs.push_back(t.v);
+      if (live(t)) order.push_back(&t);
+    std::sort(order.begin(), order.end(), [](const Tracked* a, const Tracked* b) { return a->seq < b->seq; });
+    for (const Tracked* t : order) outs.push_back(t->v);
   } else {
     for (const at::Tensor& t : tensors) {
       auto it = w.tracked.find(storage_key(t));
