@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "base/error.h"
+#include "ir/infer_internal.h"
 
 namespace torch_tpu::ir {
 
@@ -298,6 +299,12 @@ void infer(const Graph& g, Node& n) {
       return infer_reduce(g, n, info);
     case OpKind::kDot:
       return infer_dot(g, n);
+    case OpKind::kIndex:
+      return infer_index(g, n);
+    case OpKind::kSort:
+      return infer_sort(g, n);
+    case OpKind::kScan:
+      return infer_scan(g, n);
     case OpKind::kLeaf:
       if (n.op == OpCode::Iota) {
         TPU_CHECK(n.attrs.dims.size() == 1, "[iota] needs exactly one dimension; got ",

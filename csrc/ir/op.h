@@ -14,7 +14,12 @@ enum class OpCode : uint8_t {
   kNumOps
 };
 
-enum class OpKind : uint8_t { kUnary, kBinary, kElementwise, kLeaf, kShape, kReduce, kDot, kRng };
+enum class OpKind : uint8_t {
+  kUnary, kBinary, kElementwise, kLeaf, kShape, kReduce, kDot, kRng,
+  kIndex,  // gather / scatter along one axis
+  kSort,   // sort / argsort along one axis
+  kScan,   // inclusive cumulative sum / product along one axis
+};
 
 // Allowed-dtype classes (bit set).
 enum : uint8_t { F = 1, I = 2, B = 4, N = F | I, A = F | I | B };

@@ -193,6 +193,13 @@ constexpr Row kRows[] = {
     {OpCode::Dot, nullptr, emit_dot},
     {OpCode::RngUniform, nullptr, emit_rng},
     {OpCode::RngNormal, nullptr, emit_rng},
+    {OpCode::Gather, nullptr, emit_gather},
+    {OpCode::Scatter, nullptr, emit_scatter},
+    {OpCode::ScatterAdd, nullptr, emit_scatter},
+    {OpCode::Sort, nullptr, emit_sort},
+    {OpCode::ArgSort, nullptr, emit_sort},
+    {OpCode::Cumsum, nullptr, emit_scan},
+    {OpCode::Cumprod, nullptr, emit_scan},
 };
 
 const Row& row_for(OpCode op) {

@@ -28,6 +28,8 @@ ReducerInfo reducer_info(Reducer r, DType t) {
   return {};
 }
 
+}  // namespace
+
 // Opens a region `({ ^bb0(args):` and returns the block argument names.
 std::vector<std::string> open_region(Emitter& e, int id, const std::vector<std::string>& types) {
   std::vector<std::string> args;
@@ -68,8 +70,6 @@ void begin_op(Emitter& e, const std::string& res, const char* op,
   for (size_t i = 0; i < args.size(); ++i) e.out() << (i ? ", " : "") << args[i];
   e.out() << ") ";
 }
-
-}  // namespace
 
 void emit_reduce(Emitter& e, int id) {
   const Node& n = e.graph().nodes()[id];

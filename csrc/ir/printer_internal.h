@@ -64,10 +64,23 @@ class Emitter {
   int tmp_ = 0, tmp_node_ = -1;
 };
 
+// Region helpers (printer_compound.cpp). open_region writes `({ ^bb0(args):` and returns
+// the block argument names (temporaries of node `id`); close_region writes
+// `"stablehlo.return"(vals)` (each of `type`) and `})`; begin_op writes `res = "stablehlo.op"(args) `.
+std::vector<std::string> open_region(Emitter& e, int id, const std::vector<std::string>& types);
+void close_region(Emitter& e, const std::vector<std::string>& vals, const std::string& type);
+void begin_op(Emitter& e, const std::string& res, const char* op,
+              const std::vector<std::string>& args);
+
 // Compound printers (printer_compound.cpp): each writes node `id` and may name it.
 void emit_reduce(Emitter& e, int id);
 void emit_arg_reduce(Emitter& e, int id);  // ArgMax / ArgMin
 void emit_dot(Emitter& e, int id);
 void emit_rng(Emitter& e, int id);  // RngUniform / RngNormal
+// printer_indexing.cpp
+void emit_gather(Emitter& e, int id);
+void emit_scatter(Emitter& e, int id);  // Scatter / ScatterAdd
+void emit_sort(Emitter& e, int id);     // Sort / ArgSort
+void emit_scan(Emitter& e, int id);     // Cumsum / Cumprod
 
 }  // namespace torch_tpu::ir::printer

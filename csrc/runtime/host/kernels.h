@@ -60,6 +60,9 @@ void prepare_shape(const ir::Graph& g, Step& s);        // broadcast, transpose,
 void prepare_reduce(const ir::Graph& g, Step& s);       // reduce, argmax, argmin
 void prepare_dot(const ir::Graph& g, Step& s);
 void prepare_rng(const ir::Graph& g, Step& s);
+void prepare_index(const ir::Graph& g, Step& s);       // gather, scatter, scatter_add
+void prepare_sort(const ir::Graph& g, Step& s);        // sort, argsort
+void prepare_scan(const ir::Graph& g, Step& s);        // cumsum, cumprod
 // One loop over a fused cluster of ir::partition (fused.cpp). Fills s.operands (the
 // cluster's inputs), s.results (the members written to memory; s.node = results[0]),
 // s.fused and s.fn.

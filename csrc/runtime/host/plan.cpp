@@ -88,6 +88,9 @@ void prepare(const ir::Graph& g, Step& s) {
     case ir::OpKind::kReduce: return prepare_reduce(g, s);
     case ir::OpKind::kDot: return prepare_dot(g, s);
     case ir::OpKind::kRng: return prepare_rng(g, s);
+    case ir::OpKind::kIndex: return prepare_index(g, s);
+    case ir::OpKind::kSort: return prepare_sort(g, s);
+    case ir::OpKind::kScan: return prepare_scan(g, s);
   }
 }
 

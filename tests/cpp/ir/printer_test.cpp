@@ -146,6 +146,14 @@ TEST(IrPrinter, EveryOpPrints) {
   outs.push_back(g.op(OpCode::ArgMin, {f}, dims_attr({0})));
   outs.push_back(g.dot(g.convert(f, DType::BF16), g.convert(g.transpose(f, {1, 0}), DType::BF16),
                        dot_attr({}, {}, {1}, {0})));
+  Value ix = g.param(DType::I64, {2, 3});
+  outs.push_back(g.op(OpCode::Gather, {f, ix}, dims_attr({1})));
+  outs.push_back(g.op(OpCode::Scatter, {f, ix, f}, dims_attr({0})));
+  outs.push_back(g.op(OpCode::ScatterAdd, {i, ix, i}, dims_attr({1})));
+  outs.push_back(g.op(OpCode::Sort, {f}, dims_attr({1})));
+  outs.push_back(g.op(OpCode::ArgSort, {i}, dims_attr({0})));
+  outs.push_back(g.op(OpCode::Cumsum, {f}, dims_attr({1})));
+  outs.push_back(g.op(OpCode::Cumprod, {i}, dims_attr({0})));
   for (DType t : {DType::F16, DType::BF16, DType::F32, DType::F64}) {
     outs.push_back(g.op(OpCode::RngUniform, {st}, {}, {2}, t));
     outs.push_back(g.op(OpCode::RngNormal, {st}, {}, {}, t));

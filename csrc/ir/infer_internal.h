@@ -1,0 +1,12 @@
+// Shape/dtype rules that live outside graph.cpp (not a public header): each fills n.shape
+// and n.dtype from its operands and attrs, or throws Error "[op] ...". Called by infer().
+#pragma once
+#include "ir/graph.h"
+
+namespace torch_tpu::ir {
+
+void infer_index(const Graph& g, Node& n);  // gather, scatter, scatter_add (infer_indexing.cpp)
+void infer_sort(const Graph& g, Node& n);   // sort, argsort
+void infer_scan(const Graph& g, Node& n);   // cumsum, cumprod
+
+}  // namespace torch_tpu::ir
