@@ -1,0 +1,147 @@
+"""NN ops against PyTorch CPU: softmax/log_softmax, layer_norm, nll_loss, cross_entropy
+(weights, ignore_index, reductions, label smoothing, probability targets), mse_loss,
+forward and backward; dropout by its statistics and its exact backward."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from op_harness import BF16, F32, FLOATS, Input, OpSpec, cases, check, check_case, make, missing
+
+V = ("contig", "noncontig", "0dim", "empty")
+
+
+def cls_inputs(n=5, c=4, ignore=None, weight=False, probs=False, spatial=False):
+    """make_inputs for classification losses: logits [n, c] (+ target, + class weights)."""
+    def make_inputs(variant, dtype, gen):
+        nn = 0 if variant == "empty" else n
+        if variant == "noncontig":
+            logits = Input(make((c, 2 * nn), dtype, gen), lambda b: b.t()[::2])
+        elif variant == "0dim":  # unbatched: logits [c], target []
+            logits = Input(make((c,), dtype, gen))
+        elif spatial:
+            logits = Input(make((nn, c, 3), dtype, gen))
+        else:
+            logits = Input(make((nn, c), dtype, gen))
+        tshape = logits.view(logits.base).shape if logits.view else logits.base.shape
+        tshape = tshape[:1] + tshape[2:] if len(tshape) > 1 else ()
+        if probs:
+            target = Input(torch.softmax(make(tuple(tshape[:1]) + (c,) + tuple(tshape[1:]), F32, gen), 1 if tshape else 0).to(dtype))
+        else:
+            t = torch.randint(0, c, tshape, generator=gen)
+            if ignore is not None and t.numel():
+                t.view(-1)[:: 3] = ignore
+            target = Input(t)
+        args = [logits, target]
+        if weight:
+            args.append(Input(make((c,), dtype, gen, 0.2, 2.0)))
+        return args
+    return make_inputs
+
+
+def spec(name, fn, dtypes=FLOATS, variants=V, **kw):
+    kw.setdefault("shapes", ((3, 5),))
+    kw.setdefault("tol_scale", 4)
+    return OpSpec(name, fn, dtypes=dtypes, variants=variants, **kw)
+
+
+OPS = [
+    spec("softmax_last", lambda x: torch.softmax(x, -1)),
+    spec("softmax_dim0", lambda x: torch.softmax(x, 0), shapes=((3, 4, 2),)),
+    spec("log_softmax_last", lambda x: F.log_softmax(x, -1)),
+    spec("log_softmax_dim1", lambda x: F.log_softmax(x, 1), shapes=((2, 4, 3),), variants=V[:2] + ("empty",)),
+    spec("softmax_dtype_f32", lambda x: torch.softmax(x, -1, dtype=torch.float32)),
+    spec("log_softmax_large", lambda x: F.log_softmax(x * 40, -1)),
+    spec("layer_norm", lambda x, w, b: F.layer_norm(x, (4,), w, b), shapes=((2, 3, 4), (4,), (4,)),
+         variants=("contig", "noncontig", "empty")),
+    spec("layer_norm_2d_shape", lambda x, w, b: F.layer_norm(x, (3, 4), w, b, eps=1e-3),
+         shapes=((2, 3, 4), (3, 4), (3, 4)), variants=("contig", "noncontig")),
+    spec("layer_norm_no_affine", lambda x: F.layer_norm(x, (5,)), variants=("contig", "noncontig", "empty")),
+    spec("layer_norm_weight_only", lambda x, w: F.layer_norm(x, (5,), w), shapes=((3, 5), (5,)),
+         variants=("contig", "noncontig")),
+    spec("nll_loss", F.nll_loss, make_inputs=cls_inputs()),
+    spec("nll_loss_sum", lambda x, t: F.nll_loss(x, t, reduction="sum"), make_inputs=cls_inputs()),
+    spec("nll_loss_none", lambda x, t: F.nll_loss(x, t, reduction="none"), make_inputs=cls_inputs()),
+    spec("nll_loss_weight", lambda x, t, w: F.nll_loss(x, t, w), make_inputs=cls_inputs(weight=True)),
+    spec("nll_loss_ignore", lambda x, t: F.nll_loss(x, t, ignore_index=2), make_inputs=cls_inputs(ignore=2)),
+    spec("nll_loss_ignore_neg", lambda x, t, w: F.nll_loss(x, t, w, ignore_index=-100, reduction="sum"),
+         make_inputs=cls_inputs(ignore=-100, weight=True)),
+    spec("cross_entropy", F.cross_entropy, make_inputs=cls_inputs()),
+    spec("cross_entropy_weight_ignore", lambda x, t, w: F.cross_entropy(x, t, w, ignore_index=1),
+         make_inputs=cls_inputs(weight=True, ignore=1)),
+    spec("cross_entropy_none", lambda x, t: F.cross_entropy(x, t, reduction="none"), make_inputs=cls_inputs()),
+    spec("cross_entropy_label_smoothing", lambda x, t: F.cross_entropy(x, t, label_smoothing=0.1),
+         make_inputs=cls_inputs()),
+    spec("cross_entropy_probs", F.cross_entropy, make_inputs=cls_inputs(probs=True)),
+    spec("cross_entropy_spatial", F.cross_entropy, variants=("contig",), make_inputs=cls_inputs(spatial=True),
+         xfail={(None, None): missing("nll_loss2d_forward")}),
+    spec("mse_loss", F.mse_loss, shapes=((3, 5), (3, 5))),
+    spec("mse_loss_sum", lambda a, b: F.mse_loss(a, b, reduction="sum"), shapes=((3, 5), (3, 5))),
+    spec("mse_loss_none", lambda a, b: F.mse_loss(a, b, reduction="none"), shapes=((3, 5), (3, 5))),
+]
+
+
+@pytest.mark.parametrize("spec,dtype,variant", cases(OPS))
+def test_op(spec, dtype, variant):
+    check_case(spec, dtype, variant)
+
+
+def test_mse_loss_broadcast_target_warns_and_matches():
+    gen = torch.Generator().manual_seed(4)
+    args = [Input(make((3, 5), F32, gen)), Input(make((5,), F32, gen))]
+    with pytest.warns(UserWarning):
+        check(F.mse_loss, args, scale=4)
+
+
+def test_softmax_all_neg_inf_row():
+    x = torch.tensor([[0.0, 1.0, 2.0], [float("-inf")] * 3])
+    check(lambda t: torch.softmax(t, -1), [Input(x)], grad=False)
+
+
+# --- dropout: random, so statistics + exact relation between output, mask and grad --------
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_dropout_train_statistics_and_backward(dtype):
+    torch.manual_seed(0)
+    p = 0.3
+    x = torch.rand(200, 50, dtype=dtype).add_(0.5).to("tpu").requires_grad_()
+    y = F.dropout(x, p, training=True)
+    y.backward(torch.ones_like(y))
+    yc, xc, g = y.detach().cpu().float(), x.detach().cpu().float(), x.grad.cpu().float()
+    kept = yc != 0
+    assert abs(1 - kept.float().mean().item() - p) < 0.02
+    scale = 1 / (1 - p)
+    tol = 1e-5 if dtype == F32 else 1e-2
+    torch.testing.assert_close(yc[kept], (xc * scale).to(dtype).float()[kept], atol=tol, rtol=tol)
+    torch.testing.assert_close(g, kept.float() * scale, atol=tol, rtol=tol)
+
+
+def test_dropout_eval_p0_p1_and_reproducible():
+    x = torch.randn(64, 8).to("tpu")
+    assert torch.equal(F.dropout(x, 0.5, training=False).cpu(), x.cpu())
+    assert torch.equal(F.dropout(x, 0.0, training=True).cpu(), x.cpu())
+    assert torch.equal(F.dropout(x, 1.0, training=True).cpu(), torch.zeros(64, 8))
+    torch.manual_seed(123)
+    a = F.dropout(x, 0.5).cpu()
+    torch.manual_seed(123)
+    b = F.dropout(x, 0.5).cpu()
+    c = F.dropout(x, 0.5).cpu()
+    assert torch.equal(a, b) and not torch.equal(b, c)
+    with pytest.raises(ValueError):
+        F.dropout(x, 1.5)
+
+
+def test_nn_modules_end_to_end():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.LayerNorm(16), torch.nn.GELU(),
+                            torch.nn.Linear(16, 4))
+    mt = torch.nn.Sequential(*[l for l in m])  # same modules; copy parameters below
+    import copy
+    mt = copy.deepcopy(m).to("tpu")
+    x, t = torch.randn(6, 8), torch.randint(0, 4, (6,))
+    with torch.tpu.precision(torch.tpu.Precision.HIGHEST):
+        lt = F.cross_entropy(mt(x.to("tpu")), t.to("tpu"))
+        lt.backward()
+    lc = F.cross_entropy(m(x), t)
+    lc.backward()
+    torch.testing.assert_close(lt.cpu(), lc, atol=1e-5, rtol=1e-5)
+    for pc, pt in zip(m.parameters(), mt.parameters()):
+        torch.testing.assert_close(pt.grad.cpu(), pc.grad, atol=1e-5, rtol=1e-4)

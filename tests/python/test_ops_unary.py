@@ -1,0 +1,102 @@
+"""Unary math, rounding and activation ops (and their backward formulas) against PyTorch
+CPU, all input variants; integer/bool inputs of float-only math promote like CPU."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from op_harness import ALL, BF16, F32, FLOATS, INTS, NUMERIC, Input, OpSpec, cases, check, check_case, make
+
+UNARY_VARIANTS = ("contig", "noncontig", "0dim", "empty")
+PROMOTE = FLOATS + (torch.int64, torch.int32, torch.uint8, torch.bool)  # int/bool -> float32
+
+
+def unary(name, fn, dtypes=FLOATS, **kw):
+    kw.setdefault("shapes", ((3, 4),))
+    return OpSpec(name, fn, dtypes=dtypes, **kw)
+
+
+POS = (0.1, 4.0)
+OPS = [
+    unary("exp", torch.exp, PROMOTE, tol_scale=2),
+    unary("expm1", torch.expm1, PROMOTE, tol_scale=2),
+    unary("log", torch.log, PROMOTE, domain=POS, tol_scale=2),
+    unary("log1p", torch.log1p, PROMOTE, domain=(-0.9, 3.0), tol_scale=2),
+    unary("log2", torch.log2, PROMOTE, domain=POS, tol_scale=2),
+    unary("log10", torch.log10, PROMOTE, domain=POS, tol_scale=2),
+    unary("sqrt", torch.sqrt, PROMOTE, domain=(0.0, 4.0), grad_tol_scale=4),
+    unary("rsqrt", torch.rsqrt, PROMOTE, domain=POS, tol_scale=2),
+    unary("sin", torch.sin, PROMOTE, tol_scale=2),
+    unary("cos", torch.cos, PROMOTE, tol_scale=2),
+    unary("tan", torch.tan, PROMOTE, domain=(-1.2, 1.2), tol_scale=4),
+    unary("tanh", torch.tanh, PROMOTE, tol_scale=2),
+    unary("sigmoid", torch.sigmoid, PROMOTE, tol_scale=2),
+    unary("erf", torch.erf, PROMOTE, tol_scale=2),
+    unary("reciprocal", torch.reciprocal, PROMOTE, nonzero=(0,), tol_scale=2),
+    unary("floor", torch.floor, NUMERIC),
+    unary("ceil", torch.ceil, NUMERIC),
+    unary("round", torch.round, NUMERIC),
+    unary("trunc", torch.trunc, NUMERIC),
+    unary("neg", torch.neg, NUMERIC + (torch.bool,)),
+    unary("abs", torch.abs, ALL),
+    unary("sign", torch.sign, ALL),
+    unary("relu", torch.relu, NUMERIC),
+    unary("gelu", F.gelu, FLOATS, tol_scale=2),
+    unary("gelu_tanh", lambda x: F.gelu(x, approximate="tanh"), FLOATS, tol_scale=2),
+    unary("silu", F.silu, FLOATS, tol_scale=2),
+    unary("threshold", lambda x: F.threshold(x, 0.5, -2.0), NUMERIC),
+    unary("relu_via_threshold_bwd", lambda x: F.relu(x) * x, FLOATS),
+    unary("fill_", lambda x: x.clone().fill_(2.5), ALL),
+    unary("fill_tensor", lambda x: x.clone().fill_(torch.tensor(3, device=x.device)), ALL, grad=False),
+    unary("zero_", lambda x: x.clone().zero_(), ALL),
+    unary("chain", lambda x: torch.tanh(torch.exp(x * 0.3) - 1).sigmoid(), FLOATS, tol_scale=4),
+]
+
+
+@pytest.mark.parametrize("spec,dtype,variant", cases(OPS))
+def test_op(spec, dtype, variant):
+    check_case(spec, dtype, variant)
+
+
+def _out(a, dtype=None):
+    return torch.empty(0, dtype=dtype or a.dtype, device=a.device)
+
+
+INPLACE = [
+    ("exp_", lambda a: a.clone().exp_(), FLOATS),
+    ("sqrt_", lambda a: a.clone().abs_().sqrt_(), FLOATS),
+    ("neg_", lambda a: a.clone().neg_(), NUMERIC),
+    ("abs_", lambda a: a.clone().abs_(), NUMERIC),
+    ("floor_", lambda a: a.clone().floor_(), FLOATS),
+    ("relu_", lambda a: a.clone().relu_(), NUMERIC),
+    ("sigmoid_", lambda a: a.clone().sigmoid_(), FLOATS),
+    ("gelu_", lambda a: F.gelu(a.clone()), FLOATS),
+    ("silu_", lambda a: F.silu(a.clone(), inplace=True), FLOATS),
+    ("threshold_", lambda a: F.threshold(a.clone(), 0.0, 1.0, inplace=True), FLOATS),
+    ("exp_out", lambda a: torch.exp(a, out=_out(a)), FLOATS),
+    ("exp_out_int_to_f32", lambda a: torch.exp(a, out=_out(a, torch.float32)), (torch.int64,)),
+    ("tanh_out", lambda a: torch.tanh(a, out=_out(a)), FLOATS),
+    ("sign_out", lambda a: torch.sign(a, out=_out(a)), NUMERIC),
+    ("round_out", lambda a: torch.round(a, out=_out(a)), FLOATS),
+    ("log2_out", lambda a: torch.log2(a.abs() + 1, out=_out(a)), FLOATS),
+]
+
+
+@pytest.mark.parametrize("name,fn,dtype", [pytest.param(n, f, d, id=f"{n}-{str(d)[6:]}")
+                                           for n, f, ds in INPLACE for d in ds])
+def test_inplace_and_out(name, fn, dtype):
+    gen = torch.Generator().manual_seed(11)
+    check(fn, [Input(make((3, 4), dtype, gen))], grad=dtype.is_floating_point and "out" not in name,
+          scale=2)
+
+
+def test_special_values():
+    x = torch.tensor([0.0, -0.0, float("inf"), float("-inf"), float("nan"), 1e-30, -2.5, 2.5, 0.5, 1.5])
+    for fn in (torch.exp, torch.log, torch.sqrt, torch.rsqrt, torch.tanh, torch.sigmoid, torch.abs,
+               torch.sign, torch.floor, torch.ceil, torch.round, torch.trunc, torch.reciprocal,
+               torch.relu, torch.erf, torch.log1p, torch.expm1):
+        check(fn, [Input(x)], grad=False, scale=2)
+
+
+def test_gelu_bad_approximate():
+    with pytest.raises(RuntimeError):
+        F.gelu(torch.ones(2, device="tpu"), approximate="fast")
