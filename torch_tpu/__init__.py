@@ -152,3 +152,7 @@ _printing.install()
 _precision.install_torch_hooks()
 _backends.install()
 __all__ += ["Precision", "precision", "set_matmul_precision", "get_matmul_precision"]
+
+from torch_tpu._internal import decompositions as _decompositions  # noqa: E402
+
+_decompositions.install()

@@ -6,6 +6,9 @@ def metrics() -> dict:
     """A snapshot: ops executed per mode, CPU fallbacks per op, bytes copied host<->device,
     compile cache counters and allocator stats."""
     m = _C._metrics()
+    from torch_tpu._internal import decompositions
+
+    m["decompositions"] = decompositions.counts()
     try:
         import torch
         m["memory"] = {

@@ -106,7 +106,7 @@ def run_input(mi, name, inp, grad, training=True):
     return True
 
 
-def run_entry(mi, grad=True, limit_s=20.0):
+def run_entry(mi, grad=True, limit_s=60.0):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return _run_entry(mi, grad, limit_s)
@@ -165,7 +165,7 @@ def _run_entry(mi, grad, limit_s):
     return name, res
 
 
-def run(names=None, fast=False, grad=True, limit_s=20.0, progress=True):
+def run(names=None, fast=False, grad=True, limit_s=60.0, progress=True):
     import torch_tpu
     from torch_tpu import _C
     from torch_tpu.opinfo.ops import summary

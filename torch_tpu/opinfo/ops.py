@@ -37,6 +37,9 @@ RANDOM = UNINITIALIZED | {
     "svd_lowrank", "pca_lowrank",
 }
 
+# Heavy-tailed distributions: no finite moments to compare, so shape and dtype only.
+NO_MOMENTS = UNINITIALIZED | {"cauchy"}
+
 # The CI subset (`--fast`): common ops across the families, about 60 entries.
 FAST_OPS = (
     "add", "sub", "mul", "div.no_rounding_mode", "div.floor_rounding", "true_divide", "pow",
@@ -78,7 +81,7 @@ def select(names=None, fast=False):
 
 def _check(name, actual, expected, what, on_device=True):
     if name in RANDOM:
-        compare_random(actual, expected, name in UNINITIALIZED, what)
+        compare_random(actual, expected, name in NO_MOMENTS, what)
     else:
         compare(actual, expected, what, on_device)
 
@@ -257,7 +260,7 @@ def _summarize(results, label):
     return out
 
 
-def run_entry(op, dtypes=JUDGED_DTYPES, grad=True, limit_s=20.0):
+def run_entry(op, dtypes=JUDGED_DTYPES, grad=True, limit_s=60.0):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return _run_entry(op, dtypes, grad, limit_s)
@@ -297,7 +300,7 @@ def _run_entry(op, dtypes, grad, limit_s):
     return name, res
 
 
-def run(names=None, fast=False, dtypes=JUDGED_DTYPES, grad=True, limit_s=20.0, progress=True):
+def run(names=None, fast=False, dtypes=JUDGED_DTYPES, grad=True, limit_s=60.0, progress=True):
     """Runs op_db entries; returns the report dict (see README "Conformance")."""
     import torch_tpu
     from torch_tpu import _C

@@ -1,0 +1,107 @@
+"""PyTorch's own decompositions (torch._decomp.decomposition_table) as tpu kernels for the aten
+ops that have no C++ lowering: each runs as a sequence of ops that are lowered (so it executes
+on tpu), and an op that a C++ family file lowers is never touched (checked at install time, so
+adding a lowering in csrc/lowering/from_aten/ silently replaces the decomposition).
+
+These are Python kernels: slower to dispatch than a C++ lowering, and meant as the long tail.
+A decomposition that ends in the op itself (a torch._refs elementwise ref whose prim maps back
+to the aten op) raises the usual "has no tpu lowering" NotImplementedError, or runs on CPU
+under cpu_fallback_mode. Calls are counted in torch_tpu.metrics()["decompositions"].
+TORCH_TPU_DECOMPOSITIONS=0 disables them (read once, at import).
+"""
+import os
+import threading
+import warnings
+
+import torch
+from torch.utils import _pytree as pytree
+
+_lib = None
+_tls = threading.local()
+_counts = {}
+_warned = set()
+
+
+def counts():
+    """{aten op name: calls} of decompositions run so far."""
+    return dict(_counts)
+
+
+def _fallback_enabled():
+    from torch_tpu import _C
+
+    prev = _C._set_cpu_fallback(False)
+    _C._set_cpu_fallback(prev)
+    return prev
+
+
+def _cpu_fallback(op, name, args, kwargs):
+    if not _fallback_enabled():
+        raise NotImplementedError(
+            f"[{name}] has no tpu lowering (its decomposition calls the op itself); run it under "
+            "torch_tpu.cpu_fallback_mode() or set TORCH_TPU_CPU_FALLBACK=1 to run it on CPU")
+    if name not in _warned:
+        _warned.add(name)
+        warnings.warn(f"[{name}] has no tpu lowering; running it on CPU (cpu_fallback_mode).")
+    tensors = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+    dev = tensors[0].device if tensors else None
+    copies = {}
+
+    def to_cpu(x):
+        if isinstance(x, torch.Tensor):
+            copies[id(x)] = (x, x.cpu())
+            return copies[id(x)][1]
+        return x
+
+    out = op(*pytree.tree_map(to_cpu, args), **pytree.tree_map(to_cpu, kwargs))
+    if op._schema.is_mutable:  # in-place / out=: write the CPU results back
+        for orig, cpu in copies.values():
+            orig.copy_(cpu)
+    back = {id(cpu): orig for orig, cpu in copies.values()}
+    return pytree.tree_map(
+        lambda x: back.get(id(x), x.to(dev)) if isinstance(x, torch.Tensor) else x, out)
+
+
+def _kernel(op, fn):
+    name = op.name()
+
+    def kernel(*args, **kwargs):
+        active = _tls.__dict__.setdefault("active", set())
+        if name in active:
+            return _cpu_fallback(op, name, args, kwargs)
+        active.add(name)
+        try:
+            out = fn(*args, **kwargs)
+        finally:
+            active.discard(name)
+        if out is NotImplemented:
+            raise NotImplementedError(f"[{name}] has no tpu lowering; its decomposition does not cover these arguments")
+        _counts[name] = _counts.get(name, 0) + 1
+        return out
+
+    return kernel
+
+
+def _overload_name(op):
+    base = op._schema.name.split("::", 1)[1]
+    return base if op._overloadname == "default" else f"{base}.{op._overloadname}"
+
+
+def install():
+    """Registers the decompositions at PrivateUse1 (once)."""
+    global _lib
+    if _lib is not None or os.environ.get("TORCH_TPU_DECOMPOSITIONS", "1") == "0":
+        return
+    from torch._decomp import decomposition_table
+
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    _lib = torch.library.Library("aten", "IMPL")
+    for op, fn in decomposition_table.items():
+        if not isinstance(op, torch._ops.OpOverload) or op.namespace != "aten":
+            continue
+        name = op.name()
+        # Only ops that would reach the fallback: no tpu kernel and no composite kernel.
+        if any(has(name, k) for k in ("PrivateUse1", "CompositeImplicitAutograd", "CompositeExplicitAutograd",
+                                      "CompositeExplicitAutogradNonFunctional")):
+            continue
+        _lib.impl(_overload_name(op), _kernel(op, fn), "PrivateUse1")
