@@ -1,6 +1,7 @@
 // Lower: parameter binding, graph launch through the compile cache, and the generic boxed
 // kernel that serves functional, in-place and out= variants from one lowering.
 #include "lowering/from_aten/lower.h"
+#include "lowering/from_aten/fast_path.h"
 
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
@@ -117,12 +118,27 @@ Value Lower::in(const at::Tensor& t) {
               "] expected all tensors on one device; got tpu:", t.device().index(), " and tpu:",
               device_);
   Value v = g.param(to_ir(t.scalar_type(), op_), shape_of(t));
-  binds_.push_back({t, 0, to_ir(t.scalar_type(), op_)});
+  int src = -1;
+  if (args_) {
+    for (size_t j = 0; j < args_->size() && src < 0; ++j)
+      if ((*args_)[j].isTensor() && (*args_)[j].toTensor().unsafeGetTensorImpl() == t.unsafeGetTensorImpl())
+        src = static_cast<int>(j);
+  }
+  if (src < 0) cacheable_ = false;  // a tensor the lowering made itself
+  binds_.push_back({t, 0, to_ir(t.scalar_type(), op_), src});
   return v;
+}
+
+std::vector<Lower::BindInfo> Lower::bind_info() const {
+  std::vector<BindInfo> r;
+  r.reserve(binds_.size());
+  for (const Binding& b : binds_) r.push_back({b.src, b.bits, b.dtype});
+  return r;
 }
 
 Value Lower::in_host(const at::Tensor& cpu) {
   Value v = g.param(to_ir(cpu.scalar_type(), op_), shape_of(cpu));
+  cacheable_ = false;
   binds_.push_back({cpu, 0, to_ir(cpu.scalar_type(), op_)});
   return v;
 }
@@ -134,6 +150,7 @@ Value Lower::rng_state(const std::optional<at::Generator>& gen, uint64_t n) {
   st.data_ptr<int64_t>()[0] = static_cast<int64_t>(seed);
   st.data_ptr<int64_t>()[1] = static_cast<int64_t>(offset);
   Value v = g.param(DType::U64, {2});
+  cacheable_ = false;
   binds_.push_back({st, 0, DType::U64});
   return v;
 }
@@ -278,13 +295,25 @@ struct BoxedLowering final : c10::OperatorKernel {
     const auto& schema = op.schema();
     const size_t n = schema.arguments().size();
     auto args = torch::jit::last(*stack, n);
+    std::vector<int64_t> sig;
+    bool cacheable = fast::signature(args, &sig);
+    uint64_t h = cacheable ? fast::hash_sig(sig) : 0;
+    std::vector<at::Tensor> results;
+    if (cacheable) {
+      if (auto e = cache_.find(sig, h)) {
+        results = fast::replay(*e, args, name_.c_str());
+        finish(schema, stack, n, results);
+        return;
+      }
+    }
     std::vector<int> written;
     for (size_t i = 0; i < n; ++i) {
       const auto* ai = schema.arguments()[i].alias_info();
       if (ai && ai->isWrite()) written.push_back(static_cast<int>(i));
     }
     Lower L(name_.c_str());
-    std::vector<at::Tensor> results;
+    L.set_args(&args);
+    bool resized = false;
     try {
       std::vector<Value> outs = fn_(L, args);
       if (written.empty()) {
@@ -300,7 +329,7 @@ struct BoxedLowering final : c10::OperatorKernel {
           if (!schema.arguments()[written[k]].kwarg_only() && written[k] == 0) {
             // in-place on self: shapes must already agree
           } else {
-            at::native::resize_output(d, L.g.shape(outs[k]));
+            resized |= at::native::resize_output(d, L.g.shape(outs[k]));
           }
           results.push_back(d);
         }
@@ -311,12 +340,34 @@ struct BoxedLowering final : c10::OperatorKernel {
     } catch (const torch_tpu::Error& e) {
       TORCH_CHECK(false, "[", name_, "] ", e.what());
     }
+    if (cacheable && !resized && L.cacheable()) remember(std::move(sig), h, L, written, results);
+    finish(schema, stack, n, results);
+  }
+
+  // Records how this call's graph binds its arguments, for fast::replay.
+  void remember(std::vector<int64_t> sig, uint64_t h, const Lower& L, const std::vector<int>& written,
+                const std::vector<at::Tensor>& results) {
+    auto e = std::make_shared<fast::Entry>();
+    auto g = std::make_shared<ir::Graph>(L.g);
+    e->key = g->hash();
+    e->graph = std::move(g);
+    for (const auto& b : L.bind_info()) e->srcs.push_back({b.arg, b.bits, b.dtype});
+    e->written = written;
+    if (written.empty())
+      for (const at::Tensor& r : results) e->outs.push_back({r.scalar_type(), r.sizes().vec()});
+    cache_.insert(std::move(sig), h, std::move(e));
+  }
+
+  static void finish(const c10::FunctionSchema& schema, torch::jit::Stack* stack, size_t n,
+                     const std::vector<at::Tensor>& results) {
     torch::jit::drop(*stack, n);
     const size_t nret = schema.returns().size();
     for (size_t k = 0; k < nret && k < results.size(); ++k) torch::jit::push(*stack, results[k]);
   }
+
   std::string name_;
   LowerFn fn_;
+  fast::Cache cache_;
 };
 
 }  // namespace

@@ -25,6 +25,8 @@ at::ScalarType to_aten(DType t);
 ir::Precision matmul_precision();
 void set_matmul_precision(ir::Precision p);
 
+using Args = c10::ArrayRef<c10::IValue>;
+
 class Lower {
  public:
   explicit Lower(const char* op) : op_(op) {}
@@ -62,11 +64,23 @@ class Lower {
   // any asynchronous op error. Costs one extra output; the host never waits for it.
   void check(Value flag, std::string message) { checks_.push_back({flag, std::move(message)}); }
 
+  // Fast-path recording (see fast_path.h): the op's arguments, and per parameter the
+  // argument it came from (-1: a scalar whose value is in `bits`).
+  void set_args(const Args* args) { args_ = args; }
+  bool cacheable() const { return cacheable_ && checks_.empty(); }
+  struct BindInfo {
+    int arg;
+    uint64_t bits;
+    DType dtype;
+  };
+  std::vector<BindInfo> bind_info() const;
+
  private:
   struct Binding {
     at::Tensor tensor;   // defined for tensor params
     uint64_t bits = 0;   // scalar value, stored in the param's dtype
     DType dtype;         // the parameter's dtype
+    int src = -1;        // argument index of a tensor param (fast path), -1 for scalars
   };
   void launch(const std::vector<at::Tensor>& dsts);
   // launch() plus the check flags (Lower::check) as extra outputs and a command testing them.
@@ -75,11 +89,12 @@ class Lower {
   std::vector<Binding> binds_;
   std::vector<std::pair<Value, std::string>> checks_;
   int device_ = -1;
+  const Args* args_ = nullptr;
+  bool cacheable_ = true;
 };
 
 // A family's lowering: reads the functional arguments from `args` (the schema's leading
 // arguments) and returns the IR values of the outputs.
-using Args = c10::ArrayRef<c10::IValue>;
 using LowerFn = std::vector<Value> (*)(Lower& L, Args args);
 
 // Registers a boxed kernel at PrivateUse1 for each schema name. The same LowerFn serves

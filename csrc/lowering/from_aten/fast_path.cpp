@@ -1,0 +1,186 @@
+// Fast path: argument signatures, the per-op entry cache, and replay.
+#include "lowering/from_aten/fast_path.h"
+
+#include <cstring>
+#include <functional>
+
+#include "device/device.h"
+#include "exec/stream.h"
+#include "exec/window.h"
+#include "runtime/compile_cache.h"
+
+namespace torch_tpu::lowering::fast {
+namespace {
+
+enum Tag : int64_t { kTensor = 1, kCpuScalar, kUndef, kDouble, kInt, kBool, kIntList, kStr, kNone, kDevice, kBoolList, kDoubleList };
+
+int64_t bits_of(double d) {
+  int64_t b;
+  std::memcpy(&b, &d, sizeof b);
+  return b;
+}
+
+bool add(const c10::IValue& v, std::vector<int64_t>& s) {
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    if (!t.defined()) {
+      s.push_back(kUndef);
+      return true;
+    }
+    if (t.is_privateuseone()) {
+      s.push_back(kTensor);
+      s.push_back(static_cast<int64_t>(t.scalar_type()));
+      s.push_back(t.device().index());
+      s.push_back(t.dim());
+      for (int64_t d : t.sizes()) s.push_back(d);
+      return true;
+    }
+    if (t.is_cpu() && t.dim() == 0) {
+      s.push_back(kCpuScalar);
+      s.push_back(static_cast<int64_t>(t.scalar_type()));
+      s.push_back(bits_of(t.item().toDouble()));
+      return true;
+    }
+    return false;
+  }
+  if (v.isDouble()) { s.push_back(kDouble); s.push_back(bits_of(v.toDouble())); return true; }
+  if (v.isInt()) { s.push_back(kInt); s.push_back(v.toInt()); return true; }
+  if (v.isBool()) { s.push_back(kBool); s.push_back(v.toBool()); return true; }
+  if (v.isNone()) { s.push_back(kNone); return true; }
+  if (v.isIntList()) {
+    s.push_back(kIntList);
+    auto l = v.toIntList();
+    s.push_back(static_cast<int64_t>(l.size()));
+    for (int64_t x : l) s.push_back(x);
+    return true;
+  }
+  if (v.isBoolList()) {
+    s.push_back(kBoolList);
+    auto l = v.toBoolList();
+    s.push_back(static_cast<int64_t>(l.size()));
+    for (bool x : l) s.push_back(x);
+    return true;
+  }
+  if (v.isDoubleList()) {
+    s.push_back(kDoubleList);
+    auto l = v.toDoubleList();
+    s.push_back(static_cast<int64_t>(l.size()));
+    for (double x : l) s.push_back(bits_of(x));
+    return true;
+  }
+  if (v.isString()) { s.push_back(kStr); s.push_back(static_cast<int64_t>(std::hash<std::string_view>()(v.toStringView()))); return true; }
+  if (v.isDevice()) { s.push_back(kDevice); s.push_back(static_cast<int64_t>(v.toDevice().type())); s.push_back(v.toDevice().index()); return true; }
+  return false;  // generators, tensor lists, ...
+}
+
+}  // namespace
+
+bool signature(Args args, std::vector<int64_t>* sig) {
+  sig->clear();
+  sig->push_back(static_cast<int64_t>(matmul_precision()));
+  sig->push_back(static_cast<int64_t>(at::typeMetaToScalarType(at::get_default_dtype())));
+  for (const c10::IValue& v : args)
+    if (!add(v, *sig)) return false;
+  return true;
+}
+
+uint64_t hash_sig(const std::vector<int64_t>& sig) {
+  uint64_t h = 1469598103934665603ull;
+  for (int64_t x : sig) {
+    h ^= static_cast<uint64_t>(x) + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+  }
+  return h;
+}
+
+std::shared_ptr<const Entry> Cache::find(const std::vector<int64_t>& sig, uint64_t h) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = map_.find(h);
+  if (it == map_.end()) return nullptr;
+  for (auto& [s, e] : it->second)
+    if (s == sig) return e;
+  return nullptr;
+}
+
+void Cache::insert(std::vector<int64_t> sig, uint64_t h, std::shared_ptr<const Entry> e) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto& v = map_[h];
+  if (v.size() < 8) v.push_back({std::move(sig), std::move(e)});
+}
+
+namespace {
+struct Payload {
+  std::shared_ptr<runtime::Executable> exe;
+  std::vector<runtime::View> inputs, outputs;
+  std::vector<c10::Storage> keep;
+  std::vector<uint64_t> scalars;
+  std::vector<int> scalar_param;
+};
+
+runtime::View view_of(const at::Tensor& t, DType dt) {
+  runtime::View v;
+  v.data = t.numel() ? t.data_ptr() : nullptr;
+  v.dtype = dt;
+  v.shape.assign(t.sizes().begin(), t.sizes().end());
+  if (!t.is_contiguous()) v.strides.assign(t.strides().begin(), t.strides().end());
+  return v;
+}
+}  // namespace
+
+std::vector<at::Tensor> replay(const Entry& e, Args args, const char* name) {
+  int dev = -1;
+  for (const Entry::Src& s : e.srcs)
+    if (s.arg >= 0) {
+      dev = args[s.arg].toTensor().device().index();
+      break;
+    }
+  std::vector<at::Tensor> dsts;
+  if (!e.written.empty()) {
+    for (int w : e.written) dsts.push_back(args[w].toTensor());
+    if (dev < 0) dev = dsts[0].device().index();
+  } else {
+    if (dev < 0) dev = device::current_device();
+    c10::DeviceGuard guard(c10::Device(c10::kPrivateUse1, dev));
+    for (const auto& [st, shape] : e.outs)
+      dsts.push_back(at::detail::empty_generic(shape, device::allocator(),
+                                               c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), st, std::nullopt));
+  }
+  if (exec::mode() == exec::Mode::Fused) {
+    exec::OpRecord r{name, e.graph.get(), {}, dsts};
+    r.binds.reserve(e.srcs.size());
+    for (const Entry::Src& s : e.srcs) r.binds.push_back({s.arg >= 0 ? args[s.arg].toTensor() : at::Tensor(), s.bits, s.dtype});
+    exec::defer(dev, r);
+    return dsts;
+  }
+  if (exec::has_pending(dev)) exec::flush(dev);
+  auto& cache = runtime::CompileCache::global();
+  auto exe = cache.find(e.key);
+  if (!exe) exe = cache.insert(e.key, *e.graph, runtime::host_runtime());
+  auto p = std::make_shared<Payload>();
+  p->exe = std::move(exe);
+  p->inputs.reserve(e.srcs.size());
+  p->scalars.reserve(e.srcs.size());
+  for (const Entry::Src& s : e.srcs) {
+    if (s.arg >= 0) {
+      const at::Tensor& t = args[s.arg].toTensor();
+      p->inputs.push_back(view_of(t, s.dtype));
+      p->keep.push_back(t.storage());
+    } else {
+      runtime::View v;
+      v.dtype = s.dtype;
+      p->scalar_param.push_back(static_cast<int>(p->inputs.size()));
+      p->inputs.push_back(v);
+      p->scalars.push_back(s.bits);
+    }
+  }
+  for (size_t k = 0; k < dsts.size(); ++k) {
+    p->outputs.push_back(view_of(dsts[k], e.graph->dtype(e.graph->outputs()[k])));
+    p->keep.push_back(dsts[k].storage());
+  }
+  exec::enqueue(dev, name, [p = std::move(p)]() {
+    for (size_t k = 0; k < p->scalars.size(); ++k) p->inputs[p->scalar_param[k]].data = &p->scalars[k];
+    p->exe->run(p->inputs, p->outputs);
+  });
+  return dsts;
+}
+
+}  // namespace torch_tpu::lowering::fast
