@@ -19,6 +19,7 @@ namespace torch_tpu::host {
 
 namespace {
 constexpr int64_t kTileElems = 4096;  // elementwise tile (see docs/decisions/fused-host-kernels.md)
+constexpr int64_t kRowMax = 8192;     // longer reduction rows are reduced in segments
 }
 
 struct FusedLoop {
@@ -47,12 +48,13 @@ struct FusedLoop {
   RowReduce red;
   int sink = -1;               // member index of the sink
   int64_t n_main = 0, rows = 0, row_len = 0;
-  int64_t rows_per_tile = 0;   // row mode
-  bool chunked = false;        // rows longer than 2 * kReduceBlock: blocks + combine
+  int64_t rows_per_tile = 0;   // row mode: rows of at most kRowMax, whole rows per tile
+  bool long_rows = false;      // segments at reduce_split points, or kReduceBlock blocks
+  bool blocks = false;         // one row longer than 2 * kReduceBlock: blocks + combine
   int64_t main_tile = 0, post_tile = 0;
   int num_slots = 0;
   int64_t slot_bytes = 0;
-  int64_t sink_buf_offset = 0;  // chunked, sink not stored: its buffer in step scratch
+  int64_t sink_buf_offset = 0;  // long rows, sink not stored: its buffer in step scratch
 };
 
 namespace {
@@ -167,6 +169,22 @@ void for_tiles(const KernelArgs& a, int64_t n, int64_t grain, F&& body) {
   });
 }
 
+// Reduces elements [off, off + n) of the row starting at flat index `row0` into acc,
+// splitting where reduce_row would, so the result has the eager kernel's bits.
+void reduce_segment(const TileCtx& c, const Loop::Member& sk, int64_t row0, int64_t off, int64_t n,
+                    char* acc) {
+  if (n <= kRowMax) {
+    eval_stage(c, 0, row0 + off, n);
+    c.L.red.partial(operand_ptr(c, sk.ops[0], row0 + off), n, off, acc);
+    return;
+  }
+  int64_t h = reduce_split(n);
+  alignas(16) char right[16];
+  reduce_segment(c, sk, row0, off, h, acc);
+  reduce_segment(c, sk, row0, off + h, n - h, right);
+  c.L.red.merge(acc, right);
+}
+
 void fused_kernel(const KernelArgs& a) {
   const Loop& L = *a.step.fused;
   int64_t cost = static_cast<int64_t>(L.members.size());
@@ -182,7 +200,7 @@ void fused_kernel(const KernelArgs& a) {
     return;
   }
   const Loop::Member& sk = L.members[L.sink];
-  if (!L.chunked) {
+  if (!L.long_rows) {
     int64_t tiles = (L.rows + L.rows_per_tile - 1) / L.rows_per_tile;
     int64_t grain = std::max<int64_t>(1, kParallelGrain / (L.rows_per_tile * L.row_len * cost));
     for_tiles(a, tiles, grain, [&](const TileCtx& c, int64_t tb, int64_t te) {
@@ -197,26 +215,34 @@ void fused_kernel(const KernelArgs& a) {
     });
     return;
   }
-  // Long rows: fixed kReduceBlock blocks reduced in parallel, combined per row in a fixed
-  // order, then the post stage over the rows.
-  int64_t nb = (L.row_len + kReduceBlock - 1) / kReduceBlock;
-  char* partials = static_cast<char*>(a.scratch);
-  void* sink_mem = sk.result >= 0 ? a.outs[sk.result] : partials + L.sink_buf_offset;
-  for_tiles(a, L.rows * nb, 1, [&](const TileCtx& c, int64_t ib, int64_t ie) {
-    for (int64_t i = ib; i < ie; ++i) {
-      int64_t row = i / nb, j = i % nb, b = row * L.row_len + j * kReduceBlock;
-      int64_t len = std::min(kReduceBlock, L.row_len - j * kReduceBlock);
-      eval_stage(c, 0, b, len);
-      L.red.partial(operand_ptr(c, sk.ops[0], b), len, j * kReduceBlock, partials + 16 * i);
-    }
-  });
-  for (int64_t r = 0; r < L.rows; ++r)
-    L.red.combine(partials + 16 * r * nb, nb, static_cast<char*>(sink_mem) + r * sk.elem);
+  // Long rows: the sink values first (segments evaluated and reduced in a fixed order),
+  // then the post stage over all rows.
+  char* scratch = static_cast<char*>(a.scratch);
+  char* sink_mem = static_cast<char*>(sk.result >= 0 ? a.outs[sk.result] : scratch + L.sink_buf_offset);
+  if (L.blocks) {  // one row: kReduceBlock blocks in parallel, combined pairwise
+    int64_t nb = (L.row_len + kReduceBlock - 1) / kReduceBlock;
+    for_tiles(a, nb, 1, [&](const TileCtx& c, int64_t ib, int64_t ie) {
+      for (int64_t j = ib; j < ie; ++j) {
+        int64_t b = j * kReduceBlock, len = std::min(kReduceBlock, L.row_len - b);
+        eval_stage(c, 0, b, len);
+        L.red.partial(operand_ptr(c, sk.ops[0], b), len, b, scratch + 16 * j);
+      }
+    });
+    L.red.combine(scratch, nb, sink_mem);
+  } else {  // rows in parallel, each split where reduce_row splits it
+    for_tiles(a, L.rows, 1, [&](const TileCtx& c, int64_t rb, int64_t re) {
+      alignas(16) char acc[16];
+      for (int64_t r = rb; r < re; ++r) {
+        reduce_segment(c, sk, r * L.row_len, 0, L.row_len, acc);
+        L.red.combine(acc, 1, sink_mem + r * sk.elem);
+      }
+    });
+  }
   for_tiles(a, (L.rows + L.post_tile - 1) / L.post_tile, 1 << 20,
             [&](const TileCtx& c, int64_t tb, int64_t te) {
               for (int64_t t = tb; t < te; ++t) {
                 int64_t a0 = t * L.post_tile;
-                c.ptr[L.sink] = static_cast<char*>(sink_mem) + a0 * sk.elem;
+                c.ptr[L.sink] = sink_mem + a0 * sk.elem;
                 eval_stage(c, 2, a0, std::min(L.post_tile, L.rows - a0));
               }
             });
@@ -350,13 +376,14 @@ void prepare_fused(const ir::Graph& g, const ir::Cluster& c, Step& s) {
   if (c.sink >= 0) {
     L->rows = c.sink_numel;
     L->row_len = c.main_numel / std::max<int64_t>(c.sink_numel, 1);
-    L->chunked = L->row_len > 2 * kReduceBlock;
-    L->rows_per_tile = L->chunked ? 1 : std::max<int64_t>(1, kTileElems / std::max<int64_t>(L->row_len, 1));
-    L->main_tile = L->chunked ? kReduceBlock : L->rows_per_tile * L->row_len;
-    L->post_tile = L->chunked ? kTileElems : L->rows_per_tile;
-    if (L->chunked) {
-      int64_t nb = (L->row_len + kReduceBlock - 1) / kReduceBlock;
-      L->sink_buf_offset = (L->rows * nb * 16 + 63) / 64 * 64;
+    L->long_rows = L->row_len > kRowMax;
+    L->blocks = L->rows == 1 && L->row_len > 2 * kReduceBlock;
+    L->rows_per_tile = L->long_rows ? 1 : std::max<int64_t>(1, kTileElems / std::max<int64_t>(L->row_len, 1));
+    L->main_tile = L->blocks ? kReduceBlock : L->long_rows ? kRowMax : L->rows_per_tile * L->row_len;
+    L->post_tile = L->long_rows ? kTileElems : L->rows_per_tile;
+    if (L->long_rows) {
+      int64_t nb = L->blocks ? (L->row_len + kReduceBlock - 1) / kReduceBlock : 0;
+      L->sink_buf_offset = (nb * 16 + 63) / 64 * 64;
       s.scratch_bytes = L->sink_buf_offset + L->rows * max_elem;
     }
   } else {

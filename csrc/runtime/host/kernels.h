@@ -70,16 +70,21 @@ void prepare_fused(const ir::Graph& g, const ir::Cluster& c, Step& s);
 
 // Row reductions for a fused sink (reduce.cpp), the same code as the eager reduce kernel:
 // rows(x, rows, n, out) reduces `rows` contiguous rows of n operand elements into `rows`
-// results (storage types); for rows too long for one tile, partial(x, n, index0, acc)
-// reduces one block into a 16-byte accumulator and combine(accs, count, out) merges the
-// block accumulators of one row (pairwise for reduce, in order for argmax/argmin).
+// results (storage types). For rows too long for one tile: partial(x, n, index0, acc)
+// reduces one segment into a 16-byte accumulator, merge(a, b) folds the accumulator of
+// the segment after a's into a, and combine(accs, count, out) merges `count` block
+// accumulators pairwise (as the eager kernel does for one long row) and stores the result.
 struct RowReduce {
   void (*rows)(const void* x, int64_t rows, int64_t n, void* out) = nullptr;
   void (*partial)(const void* x, int64_t n, int64_t index0, void* acc) = nullptr;
+  void (*merge)(void* a, const void* b) = nullptr;
   void (*combine)(void* accs, int64_t count, void* out) = nullptr;
 };
 RowReduce row_reduce(const ir::Node& n, ir::DType operand);
-constexpr int64_t kReduceBlock = 1 << 15;  // the fixed block split of long rows
+constexpr int64_t kReduceBlock = 1 << 15;  // the fixed block split of one long row
+// Where the eager row reduction splits a row of n > 256 elements into two halves
+// (pairwise summation); a fused loop splits long rows at the same points.
+constexpr int64_t reduce_split(int64_t n) { return (n / 2 + 7) / 8 * 8; }
 
 // One Philox4x32-10 block for a 64-bit counter (words 2-3 zero) and key = seed (rng.cpp).
 struct Philox {

@@ -47,7 +47,7 @@ template <Reducer R, DType D>
 Acc<D> reduce_row(const typename DT<D>::S* x, int64_t n) {
   using C = Acc<D>;
   if (n > 256) {
-    int64_t h = (n / 2 + 7) / 8 * 8;
+    int64_t h = reduce_split(n);
     return Red<R>::f(reduce_row<R, D>(x, h), reduce_row<R, D>(x + h, n - h));
   }
   C lane[8];
@@ -180,9 +180,10 @@ KernelFn pick_reduce(const ir::Node& n) {
 }
 
 // ---- Row reductions for fused sinks (see RowReduce in kernels.h) -------------------------
-// The same reduce_row / first-extreme scan as the kernels above, so a fused reduction of
-// rows up to 2 * kBlock long gives the eager kernel's bits; longer rows are split into
-// kBlock blocks combined pairwise (as the eager kernel does for a single long row).
+// The same reduce_row / first-extreme scan as the kernels above. A fused loop reduces a
+// short row whole, a long row in segments at reduce_row's own split points (merge), and
+// a single row longer than 2 * kBlock in kBlock blocks combined pairwise (combine), so it
+// gives the eager kernel's bits in every case.
 
 template <Reducer R, DType D>
 void rows_reduce(const void* xv, int64_t rows, int64_t n, void* ov) {
@@ -195,6 +196,14 @@ template <Reducer R, DType D>
 void partial_reduce(const void* xv, int64_t n, int64_t, void* acc) {
   Acc<D> v = reduce_row<R, D>(static_cast<const typename DT<D>::S*>(xv), n);
   std::memcpy(acc, &v, sizeof v);
+}
+template <Reducer R, DType D>
+void merge_reduce(void* a, const void* b) {
+  Acc<D> x, y;
+  std::memcpy(&x, a, sizeof x);
+  std::memcpy(&y, b, sizeof y);
+  x = Red<R>::f(x, y);
+  std::memcpy(a, &x, sizeof x);
 }
 template <Reducer R, DType D>
 void combine_reduce(void* accs, int64_t nb, void* ov) {
@@ -240,6 +249,14 @@ void partial_arg(const void* xv, int64_t n, int64_t index0, void* acc) {
   std::memcpy(static_cast<char*>(acc) + 8, &idx, 8);
 }
 template <bool kMax, DType D>
+void merge_arg(void* a, const void* b) {
+  typename DT<D>::C best, v;
+  std::memcpy(&best, a, sizeof best);
+  std::memcpy(&v, b, sizeof v);
+  bool better = kMax ? (v > best) : (v < best);
+  if (best == best && (v != v || better)) std::memcpy(a, b, 16);
+}
+template <bool kMax, DType D>
 void combine_arg(void* accs, int64_t nb, void* ov) {
   typename DT<D>::C best, v;
   int64_t idx, vi;
@@ -260,8 +277,8 @@ void combine_arg(void* accs, int64_t nb, void* ov) {
 
 template <DType D>
 RowReduce pick_row_reduce(const ir::Node& n) {
-  if (n.op == ir::OpCode::ArgMax) return {&rows_arg<true, D>, &partial_arg<true, D>, &combine_arg<true, D>};
-  if (n.op == ir::OpCode::ArgMin) return {&rows_arg<false, D>, &partial_arg<false, D>, &combine_arg<false, D>};
+  if (n.op == ir::OpCode::ArgMax) return {&rows_arg<true, D>, &partial_arg<true, D>, &merge_arg<true, D>, &combine_arg<true, D>};
+  if (n.op == ir::OpCode::ArgMin) return {&rows_arg<false, D>, &partial_arg<false, D>, &merge_arg<false, D>, &combine_arg<false, D>};
   Reducer r = n.attrs.reducer;
   if constexpr (D == DType::Bool) {
     if (r == Reducer::Sum || r == Reducer::Max) r = Reducer::Or;
@@ -269,15 +286,18 @@ RowReduce pick_row_reduce(const ir::Node& n) {
   }
 #define TPU_ROW_REDUCE(name) \
   case Reducer::name:        \
-    return {&rows_reduce<Reducer::name, D>, &partial_reduce<Reducer::name, D>, &combine_reduce<Reducer::name, D>};
+    return {&rows_reduce<Reducer::name, D>, &partial_reduce<Reducer::name, D>, \
+            &merge_reduce<Reducer::name, D>, &combine_reduce<Reducer::name, D>};
   switch (r) {
     TPU_ROW_REDUCE(Sum) TPU_ROW_REDUCE(Prod) TPU_ROW_REDUCE(Max) TPU_ROW_REDUCE(Min)
     case Reducer::And:
     case Reducer::Or:
       if constexpr (!std::is_floating_point_v<typename DT<D>::C>) {
         if (r == Reducer::And)
-          return {&rows_reduce<Reducer::And, D>, &partial_reduce<Reducer::And, D>, &combine_reduce<Reducer::And, D>};
-        return {&rows_reduce<Reducer::Or, D>, &partial_reduce<Reducer::Or, D>, &combine_reduce<Reducer::Or, D>};
+          return {&rows_reduce<Reducer::And, D>, &partial_reduce<Reducer::And, D>,
+                &merge_reduce<Reducer::And, D>, &combine_reduce<Reducer::And, D>};
+        return {&rows_reduce<Reducer::Or, D>, &partial_reduce<Reducer::Or, D>,
+                &merge_reduce<Reducer::Or, D>, &combine_reduce<Reducer::Or, D>};
       }
       break;
   }
