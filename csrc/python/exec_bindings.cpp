@@ -5,6 +5,7 @@
 #include "base/error.h"
 #include "exec/stream.h"
 #include "exec/window.h"
+#include "ir/passes/fuse.h"
 #include <torch/csrc/utils/pybind.h>
 #include "lowering/from_aten/fallback.h"
 #include "lowering/from_aten/lower.h"
@@ -90,6 +91,9 @@ void init_exec_bindings(py::module_& m) {
     exec::enqueue(0, "test::inject_failure", [] { throw Error("injected failure"); });
   });
   m.def("_pending_stablehlo", [](int dev, std::vector<at::Tensor> ts) { return exec::pending_stablehlo(dev, ts); });
+  m.def("_pending_cluster_count", [](int dev, std::vector<at::Tensor> ts) {
+    return ir::cluster_count(exec::pending_graph(dev, ts));
+  });
   m.def("_pending_size", [](int dev) { return exec::pending_size(dev); });
   m.def("_window_stats", [] {
     auto s = exec::window_stats();

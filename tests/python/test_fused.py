@@ -33,6 +33,20 @@ def test_ops_are_deferred_until_a_sync_point():
     assert val == pytest.approx(((a * b + c).relu().sum()).item(), rel=1e-5)
 
 
+@pytest.mark.parametrize("fn, clusters", [
+    (lambda a, b, c: (a * b + c).relu().sum(), 1),
+    (lambda a, b, c: torch.nn.functional.gelu(a * b + c), 1),
+    (lambda a, b, c: (a @ b + c).relu(), 2),  # dot anchor + elementwise epilogue loop
+])
+def test_cluster_counts(fn, clusters):
+    a, b, c = (torch.randn(16, 16) for _ in range(3))
+    with torch_tpu.eager_mode(FUSED):
+        y = fn(*(t.to("tpu") for t in (a, b, c)))
+        assert sync.cluster_count(y) == clusters
+        fused = y.cpu()
+    torch.testing.assert_close(fused, fn(a, b, c), rtol=2e-2, atol=2e-2)
+
+
 def test_dead_intermediates_are_never_written():
     x = torch.randn(1000).to("tpu")
     with torch_tpu.eager_mode(FUSED):

@@ -19,3 +19,10 @@ def pending_ops(device: int = 0) -> int:
 def flush(device: int = 0) -> None:
     """Runs the device's pending window now (without waiting for it)."""
     _C._flush(device)
+
+
+def cluster_count(*tensors: torch.Tensor) -> int:
+    """How many fused kernels (clusters) the host runtime would run for the pending graph
+    that computes `tensors` (all live pending values when none are given)."""
+    dev = tensors[0].device.index if tensors else torch.tpu.current_device()
+    return _C._pending_cluster_count(dev or 0, list(tensors))
