@@ -11,9 +11,12 @@
 // the X-macro over ops.def.
 #pragma once
 #include <cmath>
+#include <cstdint>
+#include <numeric>
 #include <type_traits>
 
 #include "runtime/host/numeric.h"
+#include "runtime/host/special_math.h"
 
 namespace torch_tpu::host::ops {
 
@@ -124,6 +127,69 @@ struct PowOp {
         base *= base;
       }
       return static_cast<T>(r);
+    }
+  }
+};
+
+// Float special functions: <cmath> where it has them, else special_math.h in double,
+// rounded once to T.
+TPU_UNARY_OP(Asin, std::asin(x))
+TPU_UNARY_OP(Acos, std::acos(x))
+TPU_UNARY_OP(Atan, std::atan(x))
+TPU_UNARY_OP(Sinh, std::sinh(x))
+TPU_UNARY_OP(Cosh, std::cosh(x))
+TPU_UNARY_OP(Asinh, std::asinh(x))
+TPU_UNARY_OP(Acosh, std::acosh(x))
+TPU_UNARY_OP(Atanh, std::atanh(x))
+TPU_UNARY_OP(Erfc, std::erfc(x))
+TPU_UNARY_OP(ErfInv, static_cast<T>(special::erfinv(x)))
+TPU_UNARY_OP(Lgamma, std::lgamma(x))
+TPU_UNARY_OP(Digamma, static_cast<T>(special::digamma(x)))
+TPU_UNARY_OP(Erfcx, static_cast<T>(special::erfcx(x)))
+TPU_UNARY_OP(BesselI0, static_cast<T>(special::bessel_i(0, x)))
+TPU_UNARY_OP(BesselI1, static_cast<T>(special::bessel_i(1, x)))
+TPU_UNARY_OP(BesselJ0, static_cast<T>(special::bessel_j(0, x)))
+TPU_UNARY_OP(BesselJ1, static_cast<T>(special::bessel_j(1, x)))
+TPU_UNARY_OP(BesselY0, static_cast<T>(special::bessel_y(0, x)))
+TPU_UNARY_OP(BesselY1, static_cast<T>(special::bessel_y(1, x)))
+TPU_UNARY_OP(BesselK0, static_cast<T>(special::bessel_k(0, x)))
+TPU_UNARY_OP(BesselK1, static_cast<T>(special::bessel_k(1, x)))
+TPU_BINARY_OP(NextAfter, std::nextafter(a, b))
+TPU_BINARY_OP(Hypot, std::hypot(a, b))
+TPU_BINARY_OP(Zeta, static_cast<T>(special::zeta(a, b)))
+
+struct GcdOp {
+  template <class T>
+  static T f(T a, T b) {
+    if constexpr (kSigned<T>) return static_cast<T>(std::gcd(static_cast<int64_t>(a), static_cast<int64_t>(b)));
+    else if constexpr (kIsInt<T>) return static_cast<T>(std::gcd(static_cast<uint64_t>(a), static_cast<uint64_t>(b)));
+    else return a;
+  }
+};
+
+struct ShiftLeftOp {
+  template <class T>
+  static T f(T a, T b) {
+    if constexpr (kIsInt<T>) {
+      using U = std::make_unsigned_t<T>;
+      if (static_cast<std::make_signed_t<T>>(b) < 0 || static_cast<U>(b) >= sizeof(T) * 8) return T(0);
+      return static_cast<T>(static_cast<U>(static_cast<U>(a) << static_cast<U>(b)));
+    } else {
+      return a;
+    }
+  }
+};
+
+struct ShiftRightOp {
+  template <class T>
+  static T f(T a, T b) {
+    if constexpr (kIsInt<T>) {
+      using U = std::make_unsigned_t<T>;
+      if (static_cast<std::make_signed_t<T>>(b) < 0 || static_cast<U>(b) >= sizeof(T) * 8)
+        return (kSigned<T> && a < T(0)) ? static_cast<T>(-1) : T(0);
+      return static_cast<T>(a >> static_cast<U>(b));
+    } else {
+      return a;
     }
   }
 };
