@@ -2,7 +2,7 @@
 IN_ENV := tools/in-env
 BUILD := build
 
-.PHONY: all build demo test test-cpp test-py clean env opinfo
+.PHONY: all build demo demo-mlp test test-cpp test-py clean env opinfo
 
 all: build
 
@@ -13,6 +13,9 @@ build:
 	$(IN_ENV) bash -c 'cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null && ninja -C $(BUILD)'
 
 demo: build
+	$(IN_ENV) python3 examples/gpt.py
+
+demo-mlp: build
 	$(IN_ENV) python3 examples/mlp.py
 
 test: build

@@ -1,0 +1,368 @@
+// Indexing along axes: index_select, gather, scatter/scatter_add, index_add, advanced
+// indexing (index.Tensor, index_put_/_index_put_impl_ with accumulate), embedding's dense
+// backward, and nonzero. All lower to the IR's Gather / Scatter / ScatterAdd.
+//
+// Range checks are device-side (Lower::check): the graph also computes "any index out of
+// range" and a failed check raises at the next sync point (at once in debug mode); the host
+// never waits for index data. Meanwhile Gather clamps and Scatter skips the bad indices, so
+// no memory outside the tensors is touched. Boolean masks are the exception: their result
+// shape depends on the data, so they go through nonzero, which synchronizes the stream.
+#include <ATen/ExpandUtils.h>
+#include <ATen/native/IndexingUtils.h>
+
+#include "lowering/from_aten/common.h"
+
+namespace torch_tpu::lowering {
+namespace {
+
+using ir::Cmp;
+using ir::Reducer;
+
+ir::Attrs axis(int64_t a) {
+  ir::Attrs at;
+  at.dims = {a};
+  return at;
+}
+Value gather(Lower& L, Value x, Value idx, int64_t a) { return L.g.op(OpCode::Gather, {x, idx}, axis(a)); }
+Value scatter(Lower& L, Value x, Value idx, Value upd, int64_t a, bool add) {
+  // 16-bit floats accumulate in f32 (as PyTorch CPU's index_put/scatter_add do per element).
+  DType dt = L.g.dtype(x);
+  if (add && (dt == DType::BF16 || dt == DType::F16)) {
+    Value r = L.g.op(OpCode::ScatterAdd, {L.g.convert(x, DType::F32), idx, L.g.convert(upd, DType::F32)}, axis(a));
+    return L.g.convert(r, dt);
+  }
+  return L.g.op(add ? OpCode::ScatterAdd : OpCode::Scatter, {x, idx, upd}, axis(a));
+}
+
+Value any_all(Lower& L, Value pred) {
+  std::vector<int64_t> dims;
+  for (size_t i = 0; i < L.g.shape(pred).size(); ++i) dims.push_back(static_cast<int64_t>(i));
+  return L.g.reduce(pred, Reducer::Or, dims);
+}
+
+// An integer index tensor as i64; registers the range check [lo, n) (lo = -n wraps).
+Value index_in(Lower& L, const at::Tensor& t, int64_t n, bool allow_negative, const std::string& msg) {
+  TORCH_CHECK(at::isIntegralType(t.scalar_type(), false), "[", L.op(), "] expected an integer index tensor (Long or Int); got ",
+              t.scalar_type());
+  Value i = L.in(t, DType::I64);
+  Value lo = L.cst_like(allow_negative ? -double(n) : 0.0, i), hi = L.cst_like(double(n), i);
+  L.check(any_all(L, L.g.binary(OpCode::Or, L.g.compare(Cmp::LT, i, lo), L.g.compare(Cmp::GE, i, hi))), msg);
+  if (allow_negative)
+    i = L.g.select(L.g.compare(Cmp::LT, i, L.cst_like(0, i)), L.g.binary(OpCode::Add, i, hi), i);
+  return i;
+}
+
+std::string oob(Lower& L, int64_t dim, int64_t size) {
+  return std::string("[") + L.op() + "] index out of bounds for dimension " + std::to_string(dim) + " with size " +
+         std::to_string(size);
+}
+
+// 0-dim tensors index like 1-element vectors.
+ir::Shape shape1(const at::Tensor& t) { return t.dim() ? shape_of(t) : ir::Shape{1}; }
+
+// index_select(self, dim, index)
+std::vector<Value> index_select(Lower& L, Args a) {
+  const at::Tensor &self = a[0].toTensor(), &index = a[2].toTensor();
+  TORCH_CHECK(index.dim() <= 1, "[", L.op(), "] Index is supposed to be a vector; got ", index.dim(), "-D");
+  ir::Shape s = shape1(self);
+  int64_t d = wrap_dim(a[1].toInt(), static_cast<int64_t>(s.size())), k = index.numel();
+  TORCH_CHECK(s[d] > 0 || k == 0, "[", L.op(), "] index out of range in self (dimension ", d, " has size 0)");
+  Value i = L.g.reshape(index_in(L, index, s[d], false, std::string("[") + L.op() + "] index out of range in self"), {k});
+  ir::Shape rs = s;
+  rs[d] = k;
+  Value r = gather(L, L.g.reshape(L.in(self), s), L.g.broadcast(i, rs, {d}), d);
+  if (self.dim() == 0) return one(L.g.reshape(r, {}));
+  return one(r);
+}
+
+// index_add(self, dim, index, source, alpha)
+std::vector<Value> index_add(Lower& L, Args a) {
+  const at::Tensor &self = a[0].toTensor(), &index = a[2].toTensor(), &src = a[3].toTensor();
+  ir::Shape s = shape1(self);
+  int64_t d = wrap_dim(a[1].toInt(), static_cast<int64_t>(s.size())), k = index.numel();
+  TORCH_CHECK(index.dim() <= 1, "[", L.op(), "] Index is supposed to be a vector; got ", index.dim(), "-D");
+  ir::Shape us = s;
+  us[d] = k;
+  TORCH_CHECK(shape1(src) == us || (src.numel() == ir::numel(us) && src.dim() <= 1 && s.size() == 1), "[", L.op(),
+              "] source shape ", src.sizes(), " doesn't match self ", self.sizes(), " with index of length ", k, " along dim ", d);
+  DType dt = to_ir(self.scalar_type(), L.op());
+  Value i = L.g.reshape(index_in(L, index, s[d], false, oob(L, d, s[d])), {k});
+  Value u = L.g.reshape(L.in(src, dt), us);
+  if (a.size() > 4 && !a[4].toScalar().equal(1)) u = bin(L, OpCode::Mul, u, L.scalar(a[4].toScalar(), dt));
+  Value r = scatter(L, L.g.reshape(L.in(self), s), L.g.broadcast(i, us, {d}), u, d, true);
+  return one(L.g.reshape(r, shape_of(self)));
+}
+
+void check_same_rank(Lower& L, const at::Tensor& self, const at::Tensor& index, int64_t d, const at::Tensor* src) {
+  TORCH_CHECK(std::max<int64_t>(index.dim(), 1) == std::max<int64_t>(self.dim(), 1), "[", L.op(),
+              "] Index tensor must have the same number of dimensions as input tensor; got ", index.dim(), " and ", self.dim());
+  if (src)
+    TORCH_CHECK(std::max<int64_t>(src->dim(), 1) == std::max<int64_t>(index.dim(), 1), "[", L.op(),
+                "] Index tensor must have the same number of dimensions as src tensor; got ", index.dim(), " and ", src->dim());
+  ir::Shape s = shape1(self), is = shape1(index);
+  for (size_t k = 0; k < s.size(); ++k) {
+    TORCH_CHECK(static_cast<int64_t>(k) == d || is[k] <= s[k], "[", L.op(), "] Size does not match at dimension ", k,
+                " expected index ", index.sizes(), " to be no larger than self ", self.sizes(), " apart from dimension ", d);
+    if (src) TORCH_CHECK(is[k] <= shape1(*src)[k], "[", L.op(), "] Expected index ", index.sizes(), " to be no larger than src ",
+                         src->sizes());
+  }
+}
+
+// gather(self, dim, index, sparse_grad)
+std::vector<Value> gather_op(Lower& L, Args a) {
+  const at::Tensor &self = a[0].toTensor(), &index = a[2].toTensor();
+  ir::Shape s = shape1(self);
+  int64_t d = wrap_dim(a[1].toInt(), static_cast<int64_t>(s.size()));
+  TORCH_CHECK(index.scalar_type() == at::kLong, "[", L.op(), "] Expected dtype int64 for index; got ", index.scalar_type());
+  check_same_rank(L, self, index, d, nullptr);
+  if (index.numel() == 0) return one(L.g.constant(0, to_ir(self.scalar_type(), L.op()), shape_of(index)));
+  TORCH_CHECK(s[d] > 0, "[", L.op(), "] index out of bounds for dimension ", d, " with size 0");
+  Value i = L.g.reshape(index_in(L, index, s[d], false, oob(L, d, s[d])), shape1(index));
+  Value r = gather(L, L.g.reshape(L.in(self), s), i, d);
+  return one(L.g.reshape(r, shape_of(index)));
+}
+
+// scatter(self, dim, index, src-or-value) and scatter_add(self, dim, index, src)
+std::vector<Value> scatter_op(Lower& L, Args a, bool add) {
+  const at::Tensor &self = a[0].toTensor(), &index = a[2].toTensor();
+  ir::Shape s = shape1(self), is = shape1(index);
+  int64_t d = wrap_dim(a[1].toInt(), static_cast<int64_t>(s.size()));
+  TORCH_CHECK(index.scalar_type() == at::kLong, "[", L.op(), "] Expected dtype int64 for index; got ", index.scalar_type());
+  DType dt = to_ir(self.scalar_type(), L.op());
+  const at::Tensor* src = a[3].isTensor() ? &a[3].toTensor() : nullptr;
+  if (src) TORCH_CHECK(src->scalar_type() == self.scalar_type(), "[", L.op(), "] Expected self.dtype to be equal to src.dtype; got ",
+                       self.scalar_type(), " and ", src->scalar_type());
+  check_same_rank(L, self, index, d, src);
+  Value x = L.g.reshape(L.in(self), s);
+  if (index.numel() == 0) return one(L.g.reshape(x, shape_of(self)));
+  Value i = L.g.reshape(index_in(L, index, s[d], false, oob(L, d, s[d])), is);
+  Value u;
+  if (src) {
+    u = L.g.reshape(L.in(*src), shape1(*src));
+    if (shape1(*src) != is) u = L.g.slice(u, std::vector<int64_t>(is.size(), 0), is, std::vector<int64_t>(is.size(), 1));
+  } else {
+    u = L.bcast(L.scalar(a[3].toScalar(), dt), is);
+  }
+  return one(L.g.reshape(scatter(L, x, i, u, d, add), shape_of(self)));
+}
+
+// --- advanced indexing ------------------------------------------------------------------
+// self[indices]: the indexed dims P are moved to the front and flattened into one axis,
+// their (broadcast) index tensors combine into one linear index, and one Gather / Scatter
+// along axis 0 does the work. Result layout follows PyTorch: the broadcast index shape B
+// replaces the indexed dims in place when they are adjacent, else it goes first.
+struct AdvIndex {
+  std::vector<int64_t> P, rest;  // indexed dims; the others, in order
+  ir::Shape B, S;                // broadcast index shape; self shape
+  Value lin;                     // [numel(B)] linear index into the flattened P dims
+  bool inplace_dims = false;     // adjacent P starting after dim 0: B goes at P[0]
+  ir::Shape gather_shape() const {  // B ++ S[rest]
+    ir::Shape r = B;
+    for (int64_t d : rest) r.push_back(S[d]);
+    return r;
+  }
+  // Permutation from the gather layout (B ++ rest) to the result layout.
+  std::vector<int64_t> to_result() const {
+    int64_t nb = static_cast<int64_t>(B.size()), nr = static_cast<int64_t>(rest.size());
+    std::vector<int64_t> perm;
+    if (!inplace_dims) {
+      for (int64_t i = 0; i < nb + nr; ++i) perm.push_back(i);
+      return perm;
+    }
+    for (int64_t i = 0; i < P[0]; ++i) perm.push_back(nb + i);
+    for (int64_t i = 0; i < nb; ++i) perm.push_back(i);
+    for (int64_t i = P[0]; i < nr; ++i) perm.push_back(nb + i);
+    return perm;
+  }
+};
+
+std::vector<at::Tensor> expand_indices(Lower& L, const at::Tensor& self, const c10::IValue& v) {
+  auto list = v.toOptionalTensorList();
+  TORCH_CHECK(static_cast<int64_t>(list.size()) <= std::max<int64_t>(self.dim(), 1), "[", L.op(), "] too many indices for tensor of dimension ",
+              self.dim(), " (got ", list.size(), ")");
+  c10::List<std::optional<at::Tensor>> opt;
+  bool has_mask = false;
+  for (const auto& t : list) {
+    std::optional<at::Tensor> o = t;
+    if (o && !o->defined()) o = std::nullopt;
+    if (o && (o->scalar_type() == at::kBool || o->scalar_type() == at::kByte)) has_mask = true;
+    if (o) TORCH_CHECK(o->scalar_type() == at::kLong || o->scalar_type() == at::kInt || o->scalar_type() == at::kBool ||
+                           o->scalar_type() == at::kByte,
+                       "[", L.op(), "] tensors used as indices must be long, int, byte or bool tensors; got ", o->scalar_type());
+    opt.push_back(o);
+  }
+  // Masks become long indices through nonzero (a stream sync: the shape depends on data).
+  if (has_mask) return at::native::expandTensors(self, opt);
+  std::vector<at::Tensor> r;
+  for (size_t k = 0; k < opt.size(); ++k) {
+    std::optional<at::Tensor> o = opt.get(k);
+    r.push_back(o ? *o : at::Tensor());
+  }
+  return r;
+}
+
+AdvIndex adv_index(Lower& L, const at::Tensor& self, const std::vector<at::Tensor>& idx) {
+  AdvIndex ai;
+  ai.S = shape_of(self);
+  int64_t r = self.dim();
+  std::vector<Value> iv;
+  for (int64_t d = 0; d < static_cast<int64_t>(idx.size()); ++d) {
+    if (!idx[d].defined()) continue;
+    ai.P.push_back(d);
+    iv.push_back(index_in(L, idx[d], ai.S[d], true,
+                          std::string("[") + L.op() + "] index out of bounds for dimension " + std::to_string(d) +
+                              " with size " + std::to_string(ai.S[d])));
+  }
+  for (int64_t d = 0; d < r; ++d)
+    if (std::find(ai.P.begin(), ai.P.end(), d) == ai.P.end()) ai.rest.push_back(d);
+  std::vector<Value*> ptrs;
+  for (Value& v : iv) ptrs.push_back(&v);
+  broadcast_all(L, ptrs);
+  ai.B = L.g.shape(iv[0]);
+  int64_t nb = ir::numel(ai.B);
+  Value lin = L.g.reshape(iv.back(), {nb});
+  int64_t stride = ai.S[ai.P.back()];
+  for (int64_t j = static_cast<int64_t>(ai.P.size()) - 2; j >= 0; --j) {
+    lin = L.g.binary(OpCode::Add, lin, L.g.binary(OpCode::Mul, L.g.reshape(iv[j], {nb}), L.g.constant(double(stride), DType::I64, {nb})));
+    stride *= ai.S[ai.P[j]];
+  }
+  ai.lin = lin;
+  bool adjacent = true;
+  for (size_t j = 1; j < ai.P.size(); ++j) adjacent &= ai.P[j] == ai.P[j - 1] + 1;
+  ai.inplace_dims = adjacent && ai.P[0] > 0;
+  return ai;
+}
+
+// self permuted to P ++ rest and flattened to [prod S[P], S[rest]...].
+Value flat_self(Lower& L, const AdvIndex& ai, Value x) {
+  std::vector<int64_t> perm = ai.P;
+  perm.insert(perm.end(), ai.rest.begin(), ai.rest.end());
+  ir::Shape fs = {1};
+  for (int64_t d : ai.P) fs[0] *= ai.S[d];
+  for (int64_t d : ai.rest) fs.push_back(ai.S[d]);
+  return L.g.reshape(L.g.transpose(x, perm), fs);
+}
+
+// The linear index broadcast to [numel(B), S[rest]...].
+Value flat_index(Lower& L, const AdvIndex& ai) {
+  ir::Shape fs = {ir::numel(ai.B)};
+  for (int64_t d : ai.rest) fs.push_back(ai.S[d]);
+  return L.g.broadcast(ai.lin, fs, {0});
+}
+
+std::vector<Value> index_tensor(Lower& L, Args a) {
+  const at::Tensor& self = a[0].toTensor();
+  std::vector<at::Tensor> idx = expand_indices(L, self, a[1]);
+  bool any = false;
+  for (const auto& t : idx) any |= t.defined();
+  if (!any) return one(L.in(self));
+  TORCH_CHECK(self.dim() > 0, "[", L.op(), "] invalid index of a 0-dim tensor");
+  AdvIndex ai = adv_index(L, self, idx);
+  ir::Shape gs = ai.gather_shape();
+  if (ir::numel(gs) == 0) {
+    ir::Shape rs;
+    for (int64_t p : ai.to_result()) rs.push_back(gs[p]);
+    return one(L.g.constant(0, to_ir(self.scalar_type(), L.op()), rs));
+  }
+  Value g = gather(L, flat_self(L, ai, L.in(self)), flat_index(L, ai), 0);
+  return one(L.g.transpose(L.g.reshape(g, gs), ai.to_result()));
+}
+
+// index_put(self, indices, values, accumulate) / _index_put_impl_(..., unsafe)
+std::vector<Value> index_put(Lower& L, Args a) {
+  const at::Tensor &self = a[0].toTensor(), &values = a[2].toTensor();
+  bool accumulate = a[3].toBool();
+  TORCH_CHECK(values.scalar_type() == self.scalar_type(), "[", L.op(), "] Index put requires the source and destination dtypes match, got ",
+              self.scalar_type(), " for the destination and ", values.scalar_type(), " for the source.");
+  std::vector<at::Tensor> idx = expand_indices(L, self, a[1]);
+  DType dt = to_ir(self.scalar_type(), L.op());
+  bool any = false;
+  for (const auto& t : idx) any |= t.defined();
+  Value x = L.in(self);
+  if (!any) {  // self[...] = values
+    Value v = L.bcast(L.in(values, dt), shape_of(self));
+    return one(accumulate ? L.g.binary(OpCode::Add, x, v) : v);
+  }
+  AdvIndex ai = adv_index(L, self, idx);
+  ir::Shape gs = ai.gather_shape();
+  std::vector<int64_t> perm = ai.to_result(), inv(perm.size());
+  ir::Shape rs;
+  for (size_t k = 0; k < perm.size(); ++k) {
+    rs.push_back(gs[perm[k]]);
+    inv[perm[k]] = static_cast<int64_t>(k);
+  }
+  ir::Shape vs = shape_of(values);
+  bool ok = vs.size() <= rs.size();
+  for (size_t k = 0; ok && k < vs.size(); ++k) {
+    int64_t v = vs[vs.size() - 1 - k], t = rs[rs.size() - 1 - k];
+    ok = v == 1 || v == t;
+  }
+  TORCH_CHECK(ok, "[", L.op(), "] shape mismatch: value tensor of shape ", values.sizes(),
+              " cannot be broadcast to indexing result of shape ", ir::shape_str(rs));
+  if (ir::numel(gs) == 0) return one(x);
+  Value v = L.g.transpose(L.bcast(L.in(values, dt), rs), inv);  // result layout -> gather layout
+  ir::Shape fs = {ir::numel(ai.B)};
+  for (int64_t d : ai.rest) fs.push_back(ai.S[d]);
+  Value out = scatter(L, flat_self(L, ai, x), flat_index(L, ai), L.g.reshape(v, fs), 0, accumulate);
+  ir::Shape ps;  // permuted self shape
+  std::vector<int64_t> sperm = ai.P;
+  sperm.insert(sperm.end(), ai.rest.begin(), ai.rest.end());
+  std::vector<int64_t> sinv(sperm.size());
+  for (size_t k = 0; k < sperm.size(); ++k) {
+    ps.push_back(ai.S[sperm[k]]);
+    sinv[sperm[k]] = static_cast<int64_t>(k);
+  }
+  return one(L.g.transpose(L.g.reshape(out, ps), sinv));
+}
+
+// embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq)
+std::vector<Value> embedding_backward(Lower& L, Args a) {
+  const at::Tensor &go = a[0].toTensor(), &indices = a[1].toTensor();
+  int64_t nw = a[2].toInt(), pad = a[3].toInt();
+  bool by_freq = a[4].toBool();
+  int64_t n = indices.numel(), dim = go.size(-1);
+  DType dt = to_ir(go.scalar_type(), L.op()), ct = opmath(dt);
+  Value idx = L.g.reshape(index_in(L, indices, nw, false, std::string("[") + L.op() + "] index out of range in self"), {n});
+  Value g = L.g.reshape(L.in(go, ct), {n, dim});
+  Value keep = L.g.compare(Cmp::NE, idx, L.cst_like(double(pad), idx));
+  if (by_freq) {
+    Value cnt = scatter(L, L.g.constant(0, ct, {nw}), idx, L.g.constant(1, ct, {n}), 0, true);
+    g = L.g.binary(OpCode::Div, g, L.g.broadcast(gather(L, cnt, idx, 0), {n, dim}, {0}));
+  }
+  g = L.g.select(L.g.broadcast(keep, {n, dim}, {0}), g, L.g.constant(0, ct, {n, dim}));
+  Value r = scatter(L, L.g.constant(0, ct, {nw, dim}), L.g.broadcast(idx, {n, dim}, {0}), g, 0, true);
+  return one(L.g.convert(r, dt));
+}
+
+// nonzero and masked_select synchronize: their shape depends on the data (documented cost).
+at::Tensor nonzero(const at::Tensor& self) {
+  return at::nonzero(self.cpu()).to(self.device());  // .cpu() waits for the stream
+}
+
+at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "[aten::masked_select] masked_select: expected BoolTensor for mask; got ",
+              mask.scalar_type());
+  auto [s, m] = at::expand_outplace(self, mask);
+  return at::index(*s, {std::optional<at::Tensor>(*m)});  // index.Tensor: mask -> nonzero -> gather
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  auto scatter_set = [](Lower& L, Args a) { return scatter_op(L, a, false); };
+  auto scatter_add = [](Lower& L, Args a) { return scatter_op(L, a, true); };
+  register_ops(m, {
+      {"index_select", index_select}, {"index_select.out", index_select},
+      {"index_add", index_add}, {"index_add_", index_add}, {"index_add.out", index_add},
+      {"gather", gather_op}, {"gather.out", gather_op},
+      {"scatter.src", scatter_set}, {"scatter_.src", scatter_set}, {"scatter.src_out", scatter_set},
+      {"scatter.value", scatter_set}, {"scatter_.value", scatter_set}, {"scatter.value_out", scatter_set},
+      {"scatter_add", scatter_add}, {"scatter_add_", scatter_add}, {"scatter_add.out", scatter_add},
+      {"index.Tensor", index_tensor}, {"index.Tensor_out", index_tensor},
+      {"index_put", index_put}, {"index_put_", index_put}, {"_index_put_impl_", index_put},
+      {"embedding_dense_backward", embedding_backward}, {"embedding_dense_backward.out", embedding_backward},
+  });
+  m.impl("nonzero", nonzero);
+  m.impl("masked_select", masked_select);
+}
+
+}  // namespace
+}  // namespace torch_tpu::lowering
