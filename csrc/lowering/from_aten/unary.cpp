@@ -215,7 +215,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
         DType dt;
         Value x = input(L, a[0], false, &dt);
         return one(ir::is_float(dt) ? L.g.convert(trunc_v(L, x), dt) : x); }),
-      V3("neg", neg), V3("abs", abs), V3("sign", sign), V3("reciprocal", reciprocal),
+      V3("neg", neg), V3("abs", abs), V3("sign", sign), V3("sgn", sign), V3("reciprocal", reciprocal),
       V3("log2", [](Lower& L, Args a) { return scaled_log(L, a, 1.0 / std::log(2.0)); }),
       V3("log10", [](Lower& L, Args a) { return scaled_log(L, a, 1.0 / std::log(10.0)); }),
       {"relu", relu}, {"relu_", relu},
