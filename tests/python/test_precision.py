@@ -88,6 +88,8 @@ def test_default_rounds_inputs_to_nearest_even_bit_for_bit():
     u = bits.to(torch.int64) & 0xFFFFFFFF
     ref = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16 << 16) & 0xFFFFFFFF
     ref = torch.where(ref >= 2**31, ref - 2**32, ref).to(torch.int32).view(torch.float32).reshape(-1, 1)
+    got = got + 0.0  # -0 products sum to +0 in the accumulator; compare zeros by value
+    ref = ref + 0.0
     assert torch.equal(got.view(torch.int32), ref.view(torch.int32))
     assert torch.equal(got, x.bfloat16().float())  # PyTorch's own conversion is RNE too
 
@@ -126,7 +128,7 @@ def test_set_float32_matmul_precision_changes_results():
 
 def test_set_float32_matmul_precision_rejects_bad_names():
     old = torch_tpu.get_matmul_precision()
-    with pytest.raises(Exception):
+    with pytest.warns(UserWarning):  # PyTorch warns and ignores an unknown name; so do we
         torch.set_float32_matmul_precision("fast")
     assert torch_tpu.get_matmul_precision() is old
 

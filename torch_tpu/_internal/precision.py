@@ -74,8 +74,9 @@ def install_torch_hooks() -> None:
 
     @functools.wraps(original)
     def set_float32_matmul_precision(precision: str) -> None:
-        original(precision)
-        set_matmul_precision(_TORCH_NAMES[precision])
+        original(precision)  # warns and changes nothing on an unknown name; so do we
+        if precision in _TORCH_NAMES:
+            set_matmul_precision(_TORCH_NAMES[precision])
 
     set_float32_matmul_precision._torch_tpu_wrapped = True
     torch.set_float32_matmul_precision = set_float32_matmul_precision

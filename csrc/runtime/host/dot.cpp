@@ -1,15 +1,18 @@
 // dot_general on the host: operands are brought into [B, M, K] x [B, K, N] (a strided
-// gather only when the layout needs it; f32/f64 operands already in [B, K, M] / [B, N, K]
-// use BLAS transpose flags) and multiplied per batch with cblas_sgemm / cblas_dgemm.
-// F32 precision follows the TPU: DEFAULT rounds both operands to bf16 (products exact,
-// fp32 accumulation); HIGH is 3 bf16 passes hi*hi + hi*lo + lo*hi done as one sgemm
-// with K tripled ([hi|hi|lo] x [hi;lo;hi]); HIGHEST is plain fp32. bf16/f16 operands are
-// widened to float, multiplied in fp32 and rounded once. Integer dots wrap (64-bit
-// accumulation).
-#include <cblas.h>
-
+// gather only when the layout needs it; operands used as stored may be in [B, K, M] /
+// [B, N, K], passed as transposes) and multiplied by host::gemm (oneDNN; f64 on OpenBLAS).
+// F32 precision follows the TPU (docs/decisions/gemm.md):
+//   DEFAULT  operands rounded to bf16 (RNE); exact products, f32 accumulation.
+//   HIGH     hi*hi + hi*lo + lo*hi (hi = bf16(x), lo = bf16(x - hi)). With a native bf16
+//            GEMM: one bf16 GEMM with K tripled, [hi|hi|lo] x [hi;lo;hi]. Without: one f32
+//            GEMM with K doubled, [hi|lo] x [hi+lo;hi] (hi+lo is exact in f32; the product
+//            hi*(hi+lo) is rounded once to f32, below the f32 accumulation error).
+//   HIGHEST  plain f32 GEMM (more precise than the TPU's 6 bf16 passes, and cheaper here).
+// bf16/f16 operands are widened (exactly), multiplied with f32 accumulation and rounded
+// once. Integer dots wrap (64-bit accumulation).
 #include <cstring>
 
+#include "runtime/host/gemm.h"
 #include "runtime/host/kernels.h"
 #include "runtime/host/numeric.h"
 #include "runtime/host/parallel.h"
@@ -19,10 +22,12 @@ namespace {
 
 using ir::DType;
 
-// Step data: i0..i3 = B, M, K, N. v0 = {lhs mode, rhs mode}: 0 = direct, 1 = direct and
-// transposed ([B,K,M] / [B,N,K]), 2 = gathered by copies[0] / copies[1] into scratch.
-// offsets = scratch byte offsets {lhs raw, rhs raw, lhs f, rhs f, lhs3, rhs3, out f}.
-enum { kRawA, kRawB, kFA, kFB, kA3, kB3, kFC, kNumRegions };
+// Step data: i0..i3 = B, M, K, N. v0 = {lhs mode, rhs mode, parts}: mode 0 = direct,
+// 1 = direct and transposed ([B,K,M] / [B,N,K]), 2 = gathered by copies[0] / copies[1] into
+// scratch; parts = how many K-blocks the packed operands have (1, 2 or 3; 0 = no packing).
+// v1 = {bf16 packing (1) or f32 (0)}.
+// offsets = scratch byte offsets {lhs raw, rhs raw, lhs packed, rhs packed, out f}.
+enum { kRawA, kRawB, kPA, kPB, kFC, kNumRegions };
 
 char* region(const KernelArgs& a, int r) { return static_cast<char*>(a.scratch) + a.step.offsets[r]; }
 
@@ -40,98 +45,109 @@ Operand operand(const KernelArgs& a, int which, size_t elem) {
   return {dst, false};
 }
 
-template <class T>
-void gemm(const KernelArgs& a, Operand l, Operand r, T* c, int64_t K) {
-  int64_t B = a.step.i0, M = a.step.i1, N = a.step.i3;
-  if (M == 0 || N == 0) return;
-  if (K == 0) {
-    std::memset(c, 0, sizeof(T) * B * M * N);
-    return;
-  }
-  const T* A = static_cast<const T*>(l.p);
-  const T* Bm = static_cast<const T*>(r.p);
-  auto ta = l.trans ? CblasTrans : CblasNoTrans, tb = r.trans ? CblasTrans : CblasNoTrans;
-  int lda = static_cast<int>(l.trans ? M : K), ldb = static_cast<int>(r.trans ? K : N);
-  for (int64_t b = 0; b < B; ++b) {
-    if constexpr (std::is_same_v<T, float>)
-      cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, A + b * M * K, lda, Bm + b * K * N, ldb,
-                  0.0f, c + b * M * N, N);
-    else
-      cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, A + b * M * K, lda, Bm + b * K * N, ldb,
-                  0.0, c + b * M * N, N);
+// What one K-block of a packed operand holds.
+enum class Part : uint8_t { Value, Hi, Lo, HiPlusLo };
+
+// One line of part p: out[i] = part(in[i]). The switch sits outside the loops so each
+// loop is a straight vectorizable conversion.
+template <DType D, class O>
+void part_line(const typename DT<D>::S* in, O* out, int64_t n, Part p) {
+  auto store = [](float v) {
+    if constexpr (std::is_same_v<O, float>) return v;
+    else return static_cast<O>(f32_bits(v) >> 16);  // exact: v is a bf16 value
+  };
+  switch (p) {
+    case Part::Value:
+      for (int64_t i = 0; i < n; ++i) out[i] = store(DT<D>::load(in[i]));
+      break;
+    case Part::Hi:
+      for (int64_t i = 0; i < n; ++i) out[i] = store(round_bf16(DT<D>::load(in[i])));
+      break;
+    case Part::Lo:
+      for (int64_t i = 0; i < n; ++i) {
+        float x = DT<D>::load(in[i]), hi = round_bf16(x);
+        out[i] = store(round_bf16(x - hi));
+      }
+      break;
+    case Part::HiPlusLo:
+      for (int64_t i = 0; i < n; ++i) {
+        float x = DT<D>::load(in[i]), hi = round_bf16(x);
+        out[i] = store(hi + round_bf16(x - hi));
+      }
+      break;
   }
 }
 
-// Widens a gathered 16/32-bit operand to float, rounding to bf16 when asked.
-template <DType D>
-void to_float(const void* src, float* dst, int64_t n, bool round) {
+// src viewed as [outer, K, inner] -> dst [outer, X, K, inner], block p = part(src, parts[p]),
+// stored as f32 or as bf16 bits. lhs: inner = 1 (rows); rhs: outer = batch, inner = N.
+template <DType D, class O>
+void pack(const void* src, O* dst, int64_t outer, int64_t K, int64_t inner, const Part* parts, int X) {
   const auto* s = static_cast<const typename DT<D>::S*>(src);
-  parallel_for(n, kParallelGrain, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      float v = DT<D>::load(s[i]);
-      dst[i] = round ? round_bf16(v) : v;
+  auto grain = [&](int64_t per) { return std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, per * X)); };
+  if (inner == 1) {
+    parallel_for(outer, grain(K), [&](int64_t b, int64_t e) {
+      for (int64_t o = b; o < e; ++o)
+        for (int p = 0; p < X; ++p) part_line<D>(s + o * K, dst + (o * X + p) * K, K, parts[p]);
+    });
+    return;
+  }
+  parallel_for(outer * K, grain(inner), [&](int64_t b, int64_t e) {
+    for (int64_t l = b; l < e; ++l) {
+      int64_t o = l / K, k = l % K;
+      for (int p = 0; p < X; ++p)
+        part_line<D>(s + l * inner, dst + ((o * X + p) * K + k) * inner, inner, parts[p]);
     }
   });
 }
 
-// HIGH: lhs3[b, m, :] = [hi | hi | lo], rhs3[b, :, n] = [hi ; lo ; hi].
-void split3(const float* a, float* a3, int64_t rows, int64_t K, bool lhs, int64_t B, int64_t N) {
-  if (lhs) {
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t k = 0; k < K; ++k) {
-        float x = a[r * K + k], hi = round_bf16(x), lo = round_bf16(x - hi);
-        a3[r * 3 * K + k] = hi;
-        a3[r * 3 * K + K + k] = hi;
-        a3[r * 3 * K + 2 * K + k] = lo;
-      }
-    return;
-  }
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t k = 0; k < K; ++k)
-      for (int64_t n = 0; n < N; ++n) {
-        float x = a[(b * K + k) * N + n], hi = round_bf16(x), lo = round_bf16(x - hi);
-        float* o = a3 + b * 3 * K * N;
-        o[k * N + n] = hi;
-        o[(K + k) * N + n] = lo;
-        o[(2 * K + k) * N + n] = hi;
-      }
+// Packing recipe per (dtype, precision, bf16 kernel): parts of lhs and rhs.
+struct Recipe {
+  int parts;  // 0 = operands used as they are (f32 HIGHEST)
+  bool bf16;  // packed operands are bf16 bits
+  Part lhs[3], rhs[3];
+};
+
+Recipe recipe(DType d, ir::Precision p, bool native) {
+  using enum Part;
+  if (d != DType::F32) return {1, false, {Value}, {Value}};  // bf16/f16: widen exactly
+  if (p == ir::Precision::Highest) return {0, false, {}, {}};
+  if (p == ir::Precision::Default) return {1, native, {Hi}, {Hi}};
+  if (native) return {3, true, {Hi, Hi, Lo}, {Hi, Lo, Hi}};
+  return {2, false, {Hi, Lo}, {HiPlusLo, Hi}};
 }
 
 template <DType D>
 void float_dot_kernel(const KernelArgs& a) {
   using S = typename DT<D>::S;
   int64_t B = a.step.i0, M = a.step.i1, K = a.step.i2, N = a.step.i3;
-  auto prec = a.step.n->attrs.precision;
   if constexpr (D == DType::F64) {
-    gemm<double>(a, operand(a, 0, 8), operand(a, 1, 8), static_cast<double*>(a.out), K);
-  } else if (D == DType::F32 && prec == ir::Precision::Highest) {
-    gemm<float>(a, operand(a, 0, 4), operand(a, 1, 4), static_cast<float*>(a.out), K);
+    Operand l = operand(a, 0, 8), r = operand(a, 1, 8);
+    gemm_f64({B, M, N, K, l.trans, r.trans}, static_cast<const double*>(l.p), static_cast<const double*>(r.p),
+             static_cast<double*>(a.out));
+    return;
   } else {
+    Recipe rc = recipe(D, a.step.n->attrs.precision, a.step.v1[0] != 0);
     Operand l = operand(a, 0, sizeof(S)), r = operand(a, 1, sizeof(S));
-    float* fa = reinterpret_cast<float*>(region(a, kFA));
-    float* fb = reinterpret_cast<float*>(region(a, kFB));
-    bool round = D == DType::F32 && prec == ir::Precision::Default;
-    to_float<D>(l.p, fa, B * M * K, round);
-    to_float<D>(r.p, fb, B * K * N, round);
-    l = {fa, false};
-    r = {fb, false};
-    int64_t kk = K;
-    if (D == DType::F32 && prec == ir::Precision::High) {
-      float* a3 = reinterpret_cast<float*>(region(a, kA3));
-      float* b3 = reinterpret_cast<float*>(region(a, kB3));
-      split3(fa, a3, B * M, K, true, B, N);
-      split3(fb, b3, 0, K, false, B, N);
-      l = {a3, false};
-      r = {b3, false};
-      kk = 3 * K;
-    }
-    if constexpr (D == DType::F32) {
-      gemm<float>(a, l, r, static_cast<float*>(a.out), kk);
+    float* c = D == DType::F32 ? static_cast<float*>(a.out) : reinterpret_cast<float*>(region(a, kFC));
+    if (rc.parts == 0) {
+      gemm({B, M, N, K, l.trans, r.trans}, GemmType::F32, l.p, r.p, c);
     } else {
-      float* c = reinterpret_cast<float*>(region(a, kFC));
-      gemm<float>(a, l, r, c, kk);
+      void* pa = region(a, kPA);
+      void* pb = region(a, kPB);
+      if (rc.bf16) {
+        pack<D>(l.p, static_cast<uint16_t*>(pa), B * M, K, 1, rc.lhs, rc.parts);
+        pack<D>(r.p, static_cast<uint16_t*>(pb), B, K, N, rc.rhs, rc.parts);
+      } else {
+        pack<D>(l.p, static_cast<float*>(pa), B * M, K, 1, rc.lhs, rc.parts);
+        pack<D>(r.p, static_cast<float*>(pb), B, K, N, rc.rhs, rc.parts);
+      }
+      gemm({B, M, N, rc.parts * K, false, false}, rc.bf16 ? GemmType::BF16 : GemmType::F32, pa, pb, c);
+    }
+    if constexpr (D != DType::F32) {
       S* o = static_cast<S*>(a.out);
-      for (int64_t i = 0; i < B * M * N; ++i) o[i] = DT<D>::store(c[i]);
+      parallel_for(B * M * N, kParallelGrain, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) o[i] = DT<D>::store(c[i]);
+      });
     }
   }
 }
@@ -211,20 +227,23 @@ void prepare_dot(const ir::Graph& g, Step& s) {
   }
   s.i0 = B, s.i1 = M, s.i2 = K, s.i3 = N;
   DType d = l.dtype;
-  bool converts = ir::is_float(d) && !(d == DType::F64 || (d == DType::F32 && at.precision == ir::Precision::Highest));
-  bool blas = ir::is_float(d) && !converts;
-  int lm = plan_operand(l, at.lhs_batch, at.lhs_contract, true, blas, s);
-  int rm = plan_operand(r, at.rhs_batch, at.rhs_contract, false, blas, s);
-  if (converts) lm = rm = 2;
-  s.v0 = {lm, rm};
-  int64_t elem = static_cast<int64_t>(ir::dtype_size(d));
+  bool native = d == DType::F32 && at.precision != ir::Precision::Highest && gemm_has_bf16();
+  Recipe rc = ir::is_float(d) && d != DType::F64 ? recipe(d, at.precision, native) : Recipe{0, false, {}, {}};
+  bool direct = ir::is_float(d) && rc.parts == 0;  // the GEMM reads operands as stored
+  int lm = plan_operand(l, at.lhs_batch, at.lhs_contract, true, direct, s);
+  int rm = plan_operand(r, at.rhs_batch, at.rhs_contract, false, direct, s);
+  if (rc.parts > 0) {  // packing reads canonical layouts; a transposed one is gathered first
+    lm = lm == 1 ? 2 : lm;
+    rm = rm == 1 ? 2 : rm;
+  }
+  s.v0 = {lm, rm, rc.parts};
+  s.v1 = {rc.bf16 ? 1 : 0};
+  int64_t elem = static_cast<int64_t>(ir::dtype_size(d)), pe = rc.bf16 ? 2 : 4;
   int64_t sizes[kNumRegions] = {lm == 2 ? B * M * K * elem : 0,
                                 rm == 2 ? B * K * N * elem : 0,
-                                converts ? B * M * K * 4 : 0,
-                                converts ? B * K * N * 4 : 0,
-                                converts && at.precision == ir::Precision::High ? 3 * B * M * K * 4 : 0,
-                                converts && at.precision == ir::Precision::High ? 3 * B * K * N * 4 : 0,
-                                ir::is_float(d) ? (converts && d != DType::F32 ? B * M * N * 4 : 0) : N * 8};
+                                rc.parts * B * M * K * pe,
+                                rc.parts * B * K * N * pe,
+                                !ir::is_float(d) ? N * 8 : rc.parts > 0 && d != DType::F32 ? B * M * N * 4 : 0};
   s.offsets.assign(kNumRegions, 0);
   for (int i = 0; i < kNumRegions; ++i) {
     s.offsets[i] = s.scratch_bytes;

@@ -1,6 +1,8 @@
 // dot_general: layouts (batch/contract dims anywhere), dtypes, and the three F32
-// precisions: DEFAULT equals sgemm on bf16-rounded inputs bit for bit; relative errors
-// against double are near 2^-8 / 2^-16 / 2^-22 for DEFAULT / HIGH / HIGHEST.
+// precisions: DEFAULT equals sgemm on bf16-rounded inputs up to summation order (oneDNN and
+// OpenBLAS block K differently), its input rounding is RNE bit for bit against an
+// independent reference; relative errors against double are near 2^-8 / 2^-16 / 2^-22 for
+// DEFAULT / HIGH / HIGHEST.
 #include <cblas.h>
 
 #include <algorithm>
@@ -104,7 +106,49 @@ TEST(HostDot, DefaultPrecisionIsBf16InputsFp32Accumulate) {
   for (size_t i = 0; i < br.size(); ++i) br[i] = round_bf16(static_cast<float>(t.b.get(i)));
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, t.M, t.N, t.K, 1.0f, ar.data(), t.K,
               br.data(), t.N, 0.0f, c.data(), t.N);
-  for (int64_t i = 0; i < t.M * t.N; ++i) ASSERT_EQ(static_cast<float>(got.get(i)), c[i]) << i;
+  // Same exact products; only the f32 summation order differs: |diff| <= K 2^-24 sum|a||b|.
+  for (int64_t m = 0; m < t.M; ++m)
+    for (int64_t n = 0; n < t.N; ++n) {
+      double mag = 0;
+      for (int64_t k = 0; k < t.K; ++k) mag += std::fabs(ar[m * t.K + k] * br[k * t.N + n]);
+      double diff = std::fabs(got.get(m * t.N + n) - c[m * t.N + n]);
+      ASSERT_LE(diff, t.K * std::ldexp(mag, -24)) << m << "," << n;
+    }
+}
+
+// Nearest bf16 by comparing distances in double; ties go to the even pattern.
+uint32_t ref_bf16_bits(uint32_t u) {
+  uint32_t lo = u & 0xFFFF0000u, hi = lo + 0x10000u;
+  auto val = [&](uint32_t b) {  // the pattern past max finite (inf) counts as 2^128
+    return (b & 0x7FFFFFFFu) == 0x7F800000u ? std::copysign(std::ldexp(1.0, 128), bits_f32(b))
+                                            : static_cast<double>(bits_f32(b));
+  };
+  double x = bits_f32(u), dl = std::fabs(x - val(lo)), dh = std::fabs(val(hi) - x);
+  if (dl != dh) return dl < dh ? lo : hi;
+  return (lo & 0x10000u) == 0 ? lo : hi;
+}
+
+TEST(HostDot, DefaultRoundsInputsToNearestEvenBitForBit) {
+  // x [R, 1] x [[1]]: each output is DEFAULT's rounding of one input. Ties, carries into
+  // the exponent, subnormals and a stride through all finite patterns.
+  std::vector<uint32_t> bits = {0x3F808000, 0x3F818000, 0x3F80FFFF, 0x3F807FFF, 0x3F7FFFFF,
+                                0xBF808001, 0x7F7F7FFF, 0x00000001, 0x00008000, 0x00018000,
+                                0x80408000, 0x4B7FFF80, 0x00000000, 0x80000000};
+  for (uint64_t u = 0; u < (1ull << 32); u += 65537 * 7) bits.push_back(static_cast<uint32_t>(u));
+  std::erase_if(bits, [](uint32_t u) { return (u & 0x7F800000u) == 0x7F800000u; });
+  int64_t R = static_cast<int64_t>(bits.size());
+  Graph g;
+  Value px = g.param(DType::F32, {R, 1}), pone = g.param(DType::F32, {1, 1});
+  g.set_outputs({g.dot(px, pone, dims({}, {}, {1}, {0}, ir::Precision::Default))});
+  Tensor x = make(DType::F32, {R, 1}, [&](int64_t i) { return bits_f32(bits[i]); });
+  Tensor got = run(g, {x, make(DType::F32, {1, 1}, [](int64_t) { return 1.0; })})[0];
+  for (int64_t i = 0; i < R; ++i) {
+    uint32_t want = ref_bf16_bits(bits[i]);
+    // -0 products sum to +0 (the accumulator starts at +0): the sign of zero is not rounding.
+    uint32_t g = f32_bits(static_cast<float>(got.get(i)));
+    ASSERT_EQ(want == 0x80000000u && g == 0 ? want : g, want) << std::hex << bits[i];
+    ASSERT_EQ(static_cast<uint32_t>(f32_to_bf16(bits_f32(bits[i]))) << 16, want) << std::hex << bits[i];
+  }
 }
 
 TEST(HostDot, PrecisionErrorLevels) {

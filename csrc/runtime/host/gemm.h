@@ -1,0 +1,31 @@
+// The host GEMM: batched row-major C[b] = op(A[b]) * op(B[b]) with f32 accumulation and an
+// f32 result: oneDNN matmul (primitives cached by shape) for bf16 and batched f32, OpenBLAS
+// for one f32 GEMM and for f64. Operands are f32, or bf16 where the CPU has a native bf16
+// kernel (gemm_has_bf16()). Thread-safe; synchronous on the calling thread (the libraries
+// use all cores for large problems).
+#pragma once
+#include <cstdint>
+
+namespace torch_tpu::host {
+
+enum class GemmType : uint8_t { F32, BF16 };
+
+struct GemmShape {
+  int64_t batch, m, n, k;
+  bool trans_a;  // A stored [batch, k, m] instead of [batch, m, k]
+  bool trans_b;  // B stored [batch, n, k] instead of [batch, k, n]
+};
+
+// True when oneDNN has a bf16 x bf16 -> f32 matmul on this CPU (AVX512-BF16, AMX,
+// AVX2-VNNI-2); decided once per process by trying to create the primitive.
+bool gemm_has_bf16();
+
+// C (contiguous [batch, m, n]) = A x B. A and B hold elements of `type` (bf16 as uint16
+// bit patterns). Products of bf16 inputs are exact in f32; sums are f32 in the library's
+// order. m, n, k may be 0 (k = 0 writes zeros).
+void gemm(const GemmShape& s, GemmType type, const void* a, const void* b, float* c);
+
+// Same for f64 (OpenBLAS dgemm, one call per batch).
+void gemm_f64(const GemmShape& s, const double* a, const double* b, double* c);
+
+}  // namespace torch_tpu::host
