@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from op_harness import BF16, F32, FLOATS, Input, OpSpec, cases, check, check_case, make, missing
+from op_harness import BF16, F32, FLOATS, Input, OpSpec, cases, check, check_case, make
 
 V = ("contig", "noncontig", "0dim", "empty")
 
@@ -72,8 +72,7 @@ OPS = [
     spec("cross_entropy_label_smoothing", lambda x, t: F.cross_entropy(x, t, label_smoothing=0.1),
          make_inputs=cls_inputs()),
     spec("cross_entropy_probs", F.cross_entropy, make_inputs=cls_inputs(probs=True)),
-    spec("cross_entropy_spatial", F.cross_entropy, variants=("contig",), make_inputs=cls_inputs(spatial=True),
-         xfail={(None, None): missing("nll_loss2d_forward")}),
+    spec("cross_entropy_spatial", F.cross_entropy, variants=("contig",), make_inputs=cls_inputs(spatial=True)),
     spec("mse_loss", F.mse_loss, shapes=((3, 5), (3, 5))),
     spec("mse_loss_sum", lambda a, b: F.mse_loss(a, b, reduction="sum"), shapes=((3, 5), (3, 5))),
     spec("mse_loss_none", lambda a, b: F.mse_loss(a, b, reduction="none"), shapes=((3, 5), (3, 5))),

@@ -163,3 +163,16 @@ def test_integer_overflow_wraps_like_cpu():
     check(lambda x: x + x, [Input(a)], grad=False)
     u = torch.tensor([250, 3], dtype=torch.uint8)
     check(lambda x: x * 2 - 5, [Input(u)], grad=False)
+
+
+def test_same_tensor_twice_then_two_tensors():
+    """A call with one tensor in two argument slots (x * x) must not be replayed for two
+    tensors of the same shapes (regression: the per-op fast path bound argument 0 twice)."""
+    x = torch.arange(12.0).reshape(3, 4)
+    y = torch.full((3, 4), 2.0)
+    xt, yt = x.to("tpu"), y.to("tpu")
+    assert torch.equal((xt * xt).cpu(), x * x)
+    assert torch.equal((yt * xt).cpu(), y * x)
+    assert torch.equal((xt * yt).cpu(), x * y)
+    assert torch.equal(torch.add(yt, xt, alpha=2).cpu(), torch.add(y, x, alpha=2))
+    assert torch.equal(torch.add(xt, xt, alpha=2).cpu(), torch.add(x, x, alpha=2))

@@ -81,6 +81,18 @@ bool signature(Args args, std::vector<int64_t>* sig) {
   sig->push_back(static_cast<int64_t>(at::typeMetaToScalarType(at::get_default_dtype())));
   for (const c10::IValue& v : args)
     if (!add(v, *sig)) return false;
+  // Which arguments are one tensor: a graph recorded for `x * x` binds argument 0 twice and
+  // must not replay for `y * x` (the same shapes, two tensors).
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (!args[i].isTensor() || !args[i].toTensor().defined()) continue;
+    const c10::TensorImpl* ti = args[i].toTensor().unsafeGetTensorImpl();
+    for (size_t j = 0; j < i; ++j)
+      if (args[j].isTensor() && args[j].toTensor().unsafeGetTensorImpl() == ti) {
+        sig->push_back(static_cast<int64_t>(i));
+        sig->push_back(static_cast<int64_t>(j));
+        break;
+      }
+  }
   return true;
 }
 

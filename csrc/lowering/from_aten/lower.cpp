@@ -245,6 +245,7 @@ void Lower::launch_checked(std::vector<at::Tensor> dsts) {
     messages.push_back(std::move(msg));
   }
   checks_.clear();
+  cacheable_ = false;  // fast::replay would launch this graph without the flag outputs
   g.set_outputs(outs);
   dsts.insert(dsts.end(), flags.begin(), flags.end());
   launch(dsts);

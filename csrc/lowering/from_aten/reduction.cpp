@@ -56,6 +56,7 @@ std::vector<Value> extreme(Lower& L, const at::Tensor& self, const c10::IValue& 
 std::vector<Value> arg_extreme(Lower& L, Args a, OpCode op) {
   const at::Tensor& self = a[0].toTensor();
   bool keepdim = a[2].toBool();
+  TORCH_CHECK(self.scalar_type() != at::kBool, "[", L.op(), "] does not support bool input; got Bool, expected a numeric dtype");
   Value x = L.in(self);
   TORCH_CHECK(self.numel() > 0 || !a[1].isNone(), "[", L.op(), "] Expected reduction dim to be specified for input.numel() == 0.");
   if (a[1].isNone()) {
@@ -89,17 +90,22 @@ std::vector<Value> max_dim(Lower& L, Args a, bool is_max) {
   return {keep(L, v, shape_of(self), {d}, keepdim), keep(L, i, shape_of(self), {d}, keepdim)};
 }
 
-std::vector<Value> all_any(Lower& L, const at::Tensor& self, const c10::IValue& dim, bool keepdim, bool all) {
+// uint8 input gives a uint8 result, as in PyTorch; an out= tensor gets the bool result
+// converted to its dtype (so a bool `out` works too).
+std::vector<Value> all_any(Lower& L, const at::Tensor& self, const c10::IValue& dim, bool keepdim, bool all,
+                           bool has_out) {
   Value x = L.in(self);
   if (self.scalar_type() != at::kBool) x = L.g.compare(ir::Cmp::NE, x, L.cst_like(0, x));
   auto dims = dims_arg(dim, self.dim());
   if (self.dim() == 0) dims.clear();
   Value r = L.g.reduce(x, all ? Reducer::And : Reducer::Or, dims);
+  if (self.scalar_type() == at::kByte && !has_out) r = L.g.convert(r, DType::U8);
   return one(keep(L, r, shape_of(self), dims, keepdim));
 }
 
-// var/std with correction (Bessel by default).
-std::vector<Value> var_std(Lower& L, Args a, bool sqrt) {
+// var/std/var_mean with correction (Bessel by default).
+enum class Moment { Var, Std, VarMean };
+std::vector<Value> var_std(Lower& L, Args a, Moment m) {
   const at::Tensor& self = a[0].toTensor();
   TORCH_CHECK(at::isFloatingType(self.scalar_type()), "[", L.op(), "] std and var only support floating point inputs; got ", self.scalar_type());
   DType dt = to_ir(self.scalar_type(), L.op()), ct = opmath(dt);
@@ -115,8 +121,10 @@ std::vector<Value> var_std(Lower& L, Args a, bool sqrt) {
   Value c = bin(L, OpCode::Sub, x, mean);
   Value ss = L.g.reduce(L.g.binary(OpCode::Mul, c, c), Reducer::Sum, dims);
   Value r = bin(L, OpCode::Div, ss, L.cst(std::max(0.0, double(n) - correction), ct));
-  if (sqrt) r = L.g.unary(OpCode::Sqrt, r);
-  return one(L.g.convert(keep(L, r, shape_of(self), dims, keepdim), dt));
+  if (m == Moment::Std) r = L.g.unary(OpCode::Sqrt, r);
+  r = L.g.convert(keep(L, r, shape_of(self), dims, keepdim), dt);
+  if (m != Moment::VarMean) return one(r);
+  return {r, L.g.convert(L.g.reshape(mean, L.g.shape(r)), dt)};
 }
 
 std::vector<Value> sum_dim(Lower& L, Args a) {
@@ -158,12 +166,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   auto argmin = [](Lower& L, Args a) { return arg_extreme(L, a, OpCode::ArgMin); };
   auto maxd = [](Lower& L, Args a) { return max_dim(L, a, true); };
   auto mind = [](Lower& L, Args a) { return max_dim(L, a, false); };
-  auto all_dim = [](Lower& L, Args a) { return all_any(L, a[0].toTensor(), a[1], a[2].toBool(), true); };
-  auto any_dim = [](Lower& L, Args a) { return all_any(L, a[0].toTensor(), a[1], a[2].toBool(), false); };
-  auto all_full = [](Lower& L, Args a) { return all_any(L, a[0].toTensor(), c10::IValue(), false, true); };
-  auto any_full = [](Lower& L, Args a) { return all_any(L, a[0].toTensor(), c10::IValue(), false, false); };
-  auto var = [](Lower& L, Args a) { return var_std(L, a, false); };
-  auto stdv = [](Lower& L, Args a) { return var_std(L, a, true); };
+  auto all_dim = [](Lower& L, Args a) { return all_any(L, a[0].toTensor(), a[1], a[2].toBool(), true, a.size() > 3); };
+  auto any_dim = [](Lower& L, Args a) { return all_any(L, a[0].toTensor(), a[1], a[2].toBool(), false, a.size() > 3); };
+  auto all_full = [](Lower& L, Args a) { return all_any(L, a[0].toTensor(), c10::IValue(), false, true, a.size() > 1); };
+  auto any_full = [](Lower& L, Args a) { return all_any(L, a[0].toTensor(), c10::IValue(), false, false, a.size() > 1); };
+  auto var = [](Lower& L, Args a) { return var_std(L, a, Moment::Var); };
+  auto stdv = [](Lower& L, Args a) { return var_std(L, a, Moment::Std); };
+  auto var_mean = [](Lower& L, Args a) { return var_std(L, a, Moment::VarMean); };
   register_ops(m, {
       {"sum.dim_IntList", sum_dim}, {"sum.IntList_out", sum_dim}, {"sum", sum_full}, {"sum.out", sum_full},
       {"mean.dim", mean_dim}, {"mean.out", mean_dim}, {"mean", mean_full}, {"mean.dtype_out", mean_full},
@@ -175,6 +184,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
       {"all.dim", all_dim}, {"all.dims", all_dim}, {"all.out", all_dim}, {"all.dims_out", all_dim}, {"all", all_full}, {"all.all_out", all_full},
       {"any.dim", any_dim}, {"any.dims", any_dim}, {"any.out", any_dim}, {"any.dims_out", any_dim}, {"any", any_full}, {"any.all_out", any_full},
       {"var.correction", var}, {"var.correction_out", var}, {"std.correction", stdv}, {"std.correction_out", stdv},
+      {"var_mean.correction", var_mean}, {"var_mean.correction_out", var_mean},
   });
 }
 

@@ -48,15 +48,30 @@ std::vector<Value> neg(Lower& L, Args a) {
 std::vector<Value> abs(Lower& L, Args a) {
   DType dt;
   Value x = input(L, a[0], false, &dt);
-  if (dt == DType::Bool) return one(x);
+  TORCH_CHECK_NOT_IMPLEMENTED(dt != DType::Bool, "[", L.op(), "] not implemented for bool tensors; got Bool, expected a numeric dtype");
   return one(L.g.convert(L.g.unary(OpCode::Abs, x), dt));
 }
 
+// sign(NaN) is 0 in PyTorch (the IR's sign propagates NaN).
 std::vector<Value> sign(Lower& L, Args a) {
   DType dt;
   Value x = input(L, a[0], false, &dt);
   if (dt == DType::Bool) return one(x);
-  return one(L.g.convert(L.g.unary(OpCode::Sign, x), dt));
+  Value s = L.g.unary(OpCode::Sign, x);
+  if (ir::is_float(dt)) s = L.g.select(L.g.compare(Cmp::NE, x, x), L.cst_like(0, x), s);
+  return one(L.g.convert(s, dt));
+}
+
+std::vector<Value> isnan(Lower& L, Args a) {
+  const at::Tensor& self = a[0].toTensor();
+  if (!at::isFloatingType(self.scalar_type())) return one(L.g.constant(0, DType::Bool, shape_of(self)));
+  Value x = L.in(self);
+  return one(L.g.compare(Cmp::NE, x, x));
+}
+
+// PyTorch converts a kernel's Scalar arguments with an overflow check (-2 as uint8 raises).
+void check_scalar_fits(const at::Scalar& s, at::ScalarType t) {
+  AT_DISPATCH_ALL_TYPES_AND3(at::kBool, at::kHalf, at::kBFloat16, t, "check_scalar_fits", [&] { (void)s.to<scalar_t>(); });
 }
 
 std::vector<Value> scaled_log(Lower& L, Args a, double inv) {
@@ -164,6 +179,8 @@ std::vector<Value> threshold_backward(Lower& L, Args a) {
 std::vector<Value> threshold(Lower& L, Args a) {
   DType dt;
   Value x = input(L, a[0], false, &dt);
+  check_scalar_fits(a[1].toScalar(), a[0].toTensor().scalar_type());
+  check_scalar_fits(a[2].toScalar(), a[0].toTensor().scalar_type());
   Value th = L.scalar(a[1].toScalar(), L.g.dtype(x)), v = L.scalar(a[2].toScalar(), L.g.dtype(x));
   return one(L.g.convert(where(L, cmp(L, Cmp::LE, x, th), v, x), dt));
 }
@@ -236,6 +253,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
       {"addcdiv_", [](Lower& L, Args a) { return addcmuldiv(L, a, OpCode::Div); }},
       {"addcdiv.out", [](Lower& L, Args a) { return addcmuldiv(L, a, OpCode::Div); }},
       {"fill_.Scalar", fill}, {"fill_.Tensor", fill}, {"zero_", zero},
+      {"isnan", isnan},
   });
 }
 
