@@ -1,6 +1,6 @@
 """Train a small character-level GPT on "tpu" and sample from it.
 
-    tools/in-env python3 examples/gpt.py [--steps 250] [--batch 8] [--device tpu]
+    tools/in-env python3 examples/gpt.py [--steps 200] [--batch 8] [--device tpu]
 
 The model is plain PyTorch: token + position Embedding, pre-norm blocks (LayerNorm or
 RMSNorm, causal scaled_dot_product_attention, GELU MLP), a head tied to the token
@@ -157,7 +157,7 @@ def train_step(model, opt, x, y, clip=1.0, label_smoothing=0.0):
 
 def main(argv=None):
     ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=250)
+    ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--device", default="tpu")
     ap.add_argument("--precision", default="default", choices=["default", "high", "highest"])

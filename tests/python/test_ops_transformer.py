@@ -330,3 +330,24 @@ def test_shape_errors(name):
         fn()
         torch.tpu.synchronize()
     torch.tpu.synchronize()
+
+
+def test_out_of_range_raises_in_fused_mode():
+    with torch_tpu.eager_mode(torch_tpu.EagerMode.DEFER_AND_FUSE):
+        with pytest.raises(RuntimeError, match="out of range"):
+            w = torch.randn(4, 3, device=DEV)
+            F.embedding(I([[1, 9]]), w * 2).sum().item()
+    torch.tpu.synchronize()
+    assert torch.ones(2, device=DEV).sum().item() == 2
+
+
+def test_in_range_index_ops_do_not_sync():
+    """Range checks are device-side: no index data is read back to the host."""
+    torch.tpu.synchronize()
+    w = torch.randn(6, 4, device=DEV)
+    i = torch.tensor([0, 5, 2], device=DEV)
+    before = torch_tpu.metrics()
+    y = F.embedding(i, w).index_select(0, i.clamp(max=2)).gather(1, torch.zeros(3, 1, dtype=torch.long, device=DEV))
+    after = torch_tpu.metrics()
+    assert after["transfers"]["device_to_host_bytes"] == before["transfers"]["device_to_host_bytes"]
+    assert y.cpu().shape == (3, 1)
