@@ -49,7 +49,7 @@ def test_one_step_matches_cpu(norm, tied, smoothing):
     assert grads_t.keys() == grads_c.keys()
     for name in grads_c:
         scale = grads_c[name].abs().max().item()
-        torch.testing.assert_close(grads_t[name], grads_c[name], atol=2e-5 * scale + 1e-8, rtol=1e-4,
+        torch.testing.assert_close(grads_t[name], grads_c[name], atol=3e-6 * scale + 1e-9, rtol=1e-5,
                                    msg=lambda m, n=name: f"grad of {n}: {m}")
 
 
@@ -71,7 +71,7 @@ def test_thirty_steps_track_cpu():
     cpu, m_cpu = _train(model, batches, "cpu", 30)
     assert torch_tpu.metrics()["fallbacks"] == {}
     rel = ((tpu - cpu).abs() / cpu.abs()).max().item()
-    assert rel < 1e-3, f"max relative loss difference {rel:.2e}\ntpu {tpu}\ncpu {cpu}"
+    assert rel < 2e-3, f"max relative loss difference {rel:.2e}\ntpu {tpu}\ncpu {cpu}"  # measured 4.5e-4
     assert tpu[-5:].mean() < 0.8 * tpu[:3].mean()
     for (n, a), b in zip(m_tpu.named_parameters(), m_cpu.parameters()):
         torch.testing.assert_close(a.detach().cpu(), b.detach(), atol=2e-3, rtol=1e-2, msg=lambda m, n=n: f"{n}: {m}")
@@ -103,3 +103,13 @@ def test_sampling_is_deterministic():
     assert outs[0].shape == (1, 21)
     assert int(outs[0].max()) < len(CHARS.chars) and int(outs[0].min()) >= 0
     assert torch_tpu.metrics()["fallbacks"] == {}
+
+
+def test_fused_mode_trains_like_strict():
+    model, batches = _setup(n_batches=2)
+    losses = {}
+    for mode in (torch_tpu.EagerMode.DEFER_NEVER, torch_tpu.EagerMode.DEFER_AND_FUSE):
+        with torch_tpu.eager_mode(mode):
+            losses[mode], _ = _train(model, batches, "tpu", 3)
+    torch.testing.assert_close(losses[torch_tpu.EagerMode.DEFER_AND_FUSE], losses[torch_tpu.EagerMode.DEFER_NEVER],
+                               atol=1e-6, rtol=1e-6)
