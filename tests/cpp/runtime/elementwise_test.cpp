@@ -111,9 +111,28 @@ const std::vector<OpRow>& op_rows() {
   return rows;
 }
 
+// Ops added after this table was written (special functions, gcd, shifts) have no scalar
+// reference here yet; they are judged against PyTorch by the OpInfo runner
+// (python -m torch_tpu.opinfo). Rows are listed explicitly so that a new op must be placed.
+bool has_reference(OpCode op) {
+  switch (op) {
+    case OpCode::Asin: case OpCode::Acos: case OpCode::Atan: case OpCode::Sinh:
+    case OpCode::Cosh: case OpCode::Asinh: case OpCode::Acosh: case OpCode::Atanh:
+    case OpCode::Erfc: case OpCode::ErfInv: case OpCode::Lgamma: case OpCode::Digamma:
+    case OpCode::Erfcx: case OpCode::BesselI0: case OpCode::BesselI1: case OpCode::BesselJ0:
+    case OpCode::BesselJ1: case OpCode::BesselY0: case OpCode::BesselY1: case OpCode::BesselK0:
+    case OpCode::BesselK1: case OpCode::NextAfter: case OpCode::Hypot: case OpCode::Zeta:
+    case OpCode::Gcd: case OpCode::ShiftLeft: case OpCode::ShiftRight:
+      return false;
+    default:
+      return true;
+  }
+}
+
 TEST(HostElementwise, AllOpsAllDtypes) {
   int checked = 0;
   for (const OpRow& row : op_rows()) {
+    if (!has_reference(row.op)) continue;
     for (DType d : all_dtypes()) {
       if (!(row.classes & ir::dtype_class(d))) continue;
       bool fl = ir::is_float(d);
