@@ -9,6 +9,7 @@ to the aten op) raises the usual "has no tpu lowering" NotImplementedError, or r
 under cpu_fallback_mode. Calls are counted in torch_tpu.metrics()["decompositions"].
 TORCH_TPU_DECOMPOSITIONS=0 disables them (read once, at import).
 """
+import inspect
 import os
 import threading
 import warnings
@@ -82,6 +83,36 @@ def _kernel(op, fn):
     return kernel
 
 
+def _out_names(op):
+    return [a.name for a in op._schema.arguments if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write]
+
+
+def _with_out(op, fn):
+    """`fn` for an out= overload: the table maps some .out/.grad_input overloads to the
+    functional decomposition, which doesn't take the out arguments; write its results into them."""
+    outs = _out_names(op)
+    if not outs:
+        return fn
+    try:
+        params = inspect.signature(fn).parameters
+        if any(p.kind == p.VAR_KEYWORD for p in params.values()) or all(n in params for n in outs):
+            return fn
+    except (TypeError, ValueError):
+        pass
+
+    def out_fn(*args, **kwargs):
+        dsts = [kwargs.pop(n) for n in outs]
+        res = fn(*args, **kwargs)
+        res = res if isinstance(res, (tuple, list)) else (res,)
+        for d, r in zip(dsts, res):
+            if d.shape != r.shape:
+                d.resize_(r.shape)
+            d.copy_(r)
+        return dsts[0] if len(dsts) == 1 else tuple(dsts)
+
+    return out_fn
+
+
 def _overload_name(op):
     base = op._schema.name.split("::", 1)[1]
     return base if op._overloadname == "default" else f"{base}.{op._overloadname}"
@@ -104,4 +135,4 @@ def install():
         if any(has(name, k) for k in ("PrivateUse1", "CompositeImplicitAutograd", "CompositeExplicitAutograd",
                                       "CompositeExplicitAutogradNonFunctional")):
             continue
-        _lib.impl(_overload_name(op), _kernel(op, fn), "PrivateUse1")
+        _lib.impl(_overload_name(op), _kernel(op, _with_out(op, fn)), "PrivateUse1")

@@ -51,6 +51,8 @@ FAST_OPS = (
     "nn.functional.relu", "nn.functional.gelu", "nn.functional.silu",
     "nn.functional.layer_norm", "nn.functional.mse_loss", "nn.functional.cross_entropy",
     "zeros_like", "ones_like", "full_like", "randn", "empty_like", "fill",
+    "asin", "lgamma", "digamma", "special.i0e", "xlogy", "gcd", "bitwise_left_shift",
+    "nn.functional.elu", "nn.functional.softplus", "logaddexp",
 )
 
 
