@@ -96,14 +96,32 @@ def _register_dynamo_interface(di) -> None:
         di.register_interface_for_device(f"tpu:{i}", TpuHostInterface)
 
 
-class _DynamoHook:
-    """A meta-path finder that registers the interface right after
-    torch._dynamo.device_interface has executed."""
+def _register_compile_backend(registry) -> None:
+    from torch_tpu._internal.compile import register_dynamo_backend
 
-    _NAME = "torch._dynamo.device_interface"
+    register_dynamo_backend(registry)
+
+
+def _route_inductor(module) -> None:
+    from torch_tpu._internal.compile import route_inductor
+
+    route_inductor(module)
+
+
+class _DynamoHook:
+    """A meta-path finder that runs our registration right after a torch module has executed
+    (importing torch._dynamo costs ~1.7 s, so nothing is imported eagerly): the Dynamo device
+    interface, the "tpu" compile backend, the routing of Inductor's compile_fx for tpu inputs."""
+
+    HOOKS = {
+        "torch._dynamo.device_interface": _register_dynamo_interface,
+        "torch._dynamo.backends.registry": _register_compile_backend,
+        "torch._inductor.compile_fx": _route_inductor,
+    }
 
     def find_spec(self, fullname, path, target=None):
-        if fullname != self._NAME:
+        hook = self.HOOKS.get(fullname)
+        if hook is None:
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is None or spec.loader is None:
@@ -112,16 +130,17 @@ class _DynamoHook:
 
         def exec_module(module):
             run(module)
-            _register_dynamo_interface(module)
+            hook(module)
 
         spec.loader.exec_module = exec_module
         return spec
 
 
 def _install_dynamo_hook() -> None:
-    if _DynamoHook._NAME in sys.modules:
-        _register_dynamo_interface(sys.modules[_DynamoHook._NAME])
-    elif not any(isinstance(f, _DynamoHook) for f in sys.meta_path):
+    for name, hook in _DynamoHook.HOOKS.items():
+        if name in sys.modules:
+            hook(sys.modules[name])
+    if not any(isinstance(f, _DynamoHook) for f in sys.meta_path):
         sys.meta_path.insert(0, _DynamoHook())
 
 

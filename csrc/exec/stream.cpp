@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include <c10/util/ThreadLocalDebugInfo.h>
+
 #include "base/error.h"
 
 namespace torch_tpu::exec {
@@ -24,7 +26,15 @@ std::atomic<int> g_mode{[] {
   if (f && std::string(f) == "1") return static_cast<int>(Mode::Fused);
   return static_cast<int>(Mode::Strict);
 }()};
-thread_local int t_mode = -1;
+// The thread's mode override lives in c10's ThreadLocalDebugInfo stack, which PyTorch copies
+// into the threads that work for this one (the autograd engine's device threads run the
+// backward of a tpu graph): `with eager_mode(...)` then also covers loss.backward().
+inline constexpr std::string_view kModeKindName = "TORCH_TPU_EAGER_MODE";
+inline const c10::DebugInfoKind kModeKind(&kModeKindName);
+struct ModeInfo final : c10::DebugInfoBase {
+  explicit ModeInfo(int m) : mode(m) {}
+  int mode;
+};
 std::atomic<int64_t> n_strict{0}, n_debug{0}, n_fused{0};
 
 struct Command {
@@ -169,14 +179,14 @@ Stream& stream(int dev) {
 
 }  // namespace
 
-Mode mode() { return static_cast<Mode>(t_mode >= 0 ? t_mode : g_mode.load(std::memory_order_relaxed)); }
+Mode mode() {
+  if (auto* info = c10::ThreadLocalDebugInfo::get(kModeKind)) return static_cast<Mode>(static_cast<ModeInfo*>(info)->mode);
+  return static_cast<Mode>(g_mode.load(std::memory_order_relaxed));
+}
 void set_global_mode(Mode m) { g_mode = static_cast<int>(m); }
 Mode global_mode() { return static_cast<Mode>(g_mode.load()); }
-int set_thread_mode(int m) {
-  int old = t_mode;
-  t_mode = m;
-  return old;
-}
+void push_thread_mode(Mode m) { c10::ThreadLocalDebugInfo::_push(kModeKind, std::make_shared<ModeInfo>(static_cast<int>(m))); }
+void pop_thread_mode() { (void)c10::ThreadLocalDebugInfo::_pop(kModeKind); }
 
 void enqueue(int dev, const char* name, std::function<void()> fn) {
   Stream& s = stream(dev);

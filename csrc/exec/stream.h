@@ -11,13 +11,15 @@ namespace torch_tpu::exec {
 
 enum class Mode : int { Fused = 0, Strict = 1, Debug = 2 };  // TorchTPU: DEFER_AND_FUSE, DEFER_NEVER, ..._LAUNCH_BLOCKING
 
-// The mode in effect on this thread: a thread-local override (eager_mode context) or the
-// global mode (set_eager_mode; env TORCH_TPU_LAUNCH_BLOCKING=1 -> Debug at startup).
+// The mode in effect on this thread: the innermost thread override (eager_mode context,
+// inherited by the autograd threads working for this thread) or the global mode
+// (set_eager_mode; env TORCH_TPU_LAUNCH_BLOCKING=1 -> Debug at startup).
 Mode mode();
 void set_global_mode(Mode m);
 Mode global_mode();
-// Thread-local override; returns the previous override (-1 = none).
-int set_thread_mode(int m);
+// Thread override stack (LIFO, like a context manager).
+void push_thread_mode(Mode m);
+void pop_thread_mode();
 
 // Enqueues `fn` on device `dev`'s stream. In Debug mode waits for it (errors raise here).
 // `name` must be a string literal (kept by pointer).

@@ -8,6 +8,8 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,8 @@ struct OpRecord {
     at::Tensor tensor;  // a tpu tensor, or a CPU tensor the command reads (staging, rng state)
     uint64_t bits = 0;  // scalar value in `dtype` when tensor is undefined
     ir::DType dtype;
+    uint64_t rng_n = 0;  // > 0: `tensor` is a Philox state reserving rng_n counters from `gen`
+    std::optional<at::Generator> gen;
   };
   const char* name;
   const ir::Graph* graph;
@@ -30,6 +34,9 @@ struct OpRecord {
 
 // Records `r` into device `dev`'s window (may flush first when views alias unsafely).
 void defer(int dev, OpRecord& r);
+// Range-check flags (0-d bool tpu tensors written by deferred ops): after the window runs, a
+// command raises messages[k] when flags[k] is set (at the next sync point).
+void defer_checks(int dev, std::vector<at::Tensor> flags, std::vector<std::string> messages);
 // Flushes device `dev`'s window (dev = -1: all); a no-op when it is empty.
 void flush(int dev);
 bool has_pending(int dev);
@@ -46,5 +53,21 @@ std::string pending_stablehlo(int dev, const std::vector<at::Tensor>& tensors);
 std::pair<int64_t, int64_t> pending_size(int dev);
 // The pending graph itself (for tests: cluster counts). Copies.
 ir::Graph pending_graph(int dev, const std::vector<at::Tensor>& tensors);
+
+// ---- Capture (torch.compile): one recording replayed without per-op dispatch ------------
+// begin_capture flushes `dev`'s window and records the ops that follow (in fused mode) as one
+// program whose parameters are `inputs` (tpu tensors). end_capture runs the recording for
+// this call and returns the program, or null with `why` set when it cannot be replayed (a
+// sync point inside, outputs not computed by the recording, reads outside the inputs).
+struct Program;
+void begin_capture(int dev, const std::vector<at::Tensor>& inputs);
+std::shared_ptr<Program> end_capture(int dev, const std::vector<at::Tensor>& inputs,
+                                     const std::vector<at::Tensor>& outputs, std::string* why);
+// Runs `p` on new inputs (same sizes, strides, offsets and dtypes as the captured ones) and
+// returns new output tensors. Asynchronous, like every tpu op.
+std::vector<at::Tensor> run_program(const Program& p, const std::vector<at::Tensor>& inputs);
+bool program_matches(const Program& p, const std::vector<at::Tensor>& inputs);
+std::string program_stablehlo(const Program& p);
+int64_t program_nodes(const Program& p);
 
 }  // namespace torch_tpu::exec

@@ -16,11 +16,17 @@
 namespace py = pybind11;
 
 namespace torch_tpu::python {
+namespace {
+struct ProgramHandle {  // a complete type for pybind11 around the opaque exec::Program
+  std::shared_ptr<exec::Program> p;
+};
+}  // namespace
 
 void init_exec_bindings(py::module_& m) {
   m.def("_get_eager_mode", [] { return static_cast<int>(exec::mode()); });
   m.def("_set_eager_mode", [](int v) { exec::set_global_mode(static_cast<exec::Mode>(v)); });
-  m.def("_set_thread_eager_mode", [](int v) { return exec::set_thread_mode(v); });
+  m.def("_push_thread_eager_mode", [](int v) { exec::push_thread_mode(static_cast<exec::Mode>(v)); });
+  m.def("_pop_thread_eager_mode", [] { exec::pop_thread_mode(); });
   m.def("_synchronize_all", [] {
     py::gil_scoped_release nogil;
     exec::synchronize_all();
@@ -105,6 +111,19 @@ void init_exec_bindings(py::module_& m) {
     return d;
   });
   m.def("_flush", [](int dev) { exec::flush(dev); });
+  // torch.compile capture (torch_tpu/_internal/compile.py).
+  py::class_<ProgramHandle>(m, "_Program");
+  m.def("_capture_begin", [](int dev, const std::vector<at::Tensor>& ins) { exec::begin_capture(dev, ins); });
+  m.def("_capture_end", [](int dev, const std::vector<at::Tensor>& ins, const std::vector<at::Tensor>& outs) -> py::tuple {
+    std::string why;
+    auto p = exec::end_capture(dev, ins, outs, &why);
+    if (!p) return py::make_tuple(py::none(), why);
+    return py::make_tuple(ProgramHandle{std::move(p)}, std::string());
+  });
+  m.def("_program_run", [](const ProgramHandle& h, const std::vector<at::Tensor>& ins) { return exec::run_program(*h.p, ins); });
+  m.def("_program_matches", [](const ProgramHandle& h, const std::vector<at::Tensor>& ins) { return exec::program_matches(*h.p, ins); });
+  m.def("_program_stablehlo", [](const ProgramHandle& h) { return exec::program_stablehlo(*h.p); });
+  m.def("_program_nodes", [](const ProgramHandle& h) { return exec::program_nodes(*h.p); });
   m.def("_reset_fallback_counts", [] { lowering::reset_fallback_counts(); });
 }
 

@@ -37,15 +37,16 @@ def set_eager_mode(mode: EagerMode) -> None:
 
 @contextlib.contextmanager
 def eager_mode(mode: EagerMode):
-    """Thread-local mode for the duration of the block."""
+    """Thread-local mode for the duration of the block; the autograd threads that run a
+    backward started in the block use it too."""
     v = _check(mode)
     _C._synchronize_all()
-    prev = _C._set_thread_eager_mode(v)
+    _C._push_thread_eager_mode(v)
     try:
         yield
     finally:
         _C._synchronize_all()
-        _C._set_thread_eager_mode(prev)
+        _C._pop_thread_eager_mode()
 
 
 @contextlib.contextmanager

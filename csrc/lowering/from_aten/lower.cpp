@@ -151,7 +151,7 @@ Value Lower::rng_state(const std::optional<at::Generator>& gen, uint64_t n) {
   st.data_ptr<int64_t>()[1] = static_cast<int64_t>(offset);
   Value v = g.param(DType::U64, {2});
   cacheable_ = false;
-  binds_.push_back({st, 0, DType::U64});
+  binds_.push_back({st, 0, DType::U64, -1, n, gen});
   return v;
 }
 
@@ -186,7 +186,7 @@ void Lower::launch(const std::vector<at::Tensor>& dsts) {
   if (exec::mode() == exec::Mode::Fused) {
     exec::OpRecord r{op_, &g, {}, dsts};
     r.binds.reserve(binds_.size());
-    for (Binding& b : binds_) r.binds.push_back({std::move(b.tensor), b.bits, b.dtype});
+    for (Binding& b : binds_) r.binds.push_back({std::move(b.tensor), b.bits, b.dtype, b.rng_n, std::move(b.gen)});
     exec::defer(dev, r);
     return;
   }
@@ -250,6 +250,10 @@ void Lower::launch_checked(std::vector<at::Tensor> dsts) {
   dsts.insert(dsts.end(), flags.begin(), flags.end());
   launch(dsts);
   int dev = flags[0].device().index();
+  if (exec::mode() == exec::Mode::Fused) {  // the window tests the flags after its flush
+    exec::defer_checks(dev, std::move(flags), std::move(messages));
+    return;
+  }
   (void)exec::mark(dev);  // mark() first flushes a deferred (fused) window: the flags exist then
   exec::enqueue(dev, op_, [flags = std::move(flags), messages = std::move(messages)]() {
     for (size_t k = 0; k < flags.size(); ++k)

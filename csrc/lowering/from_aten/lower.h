@@ -81,6 +81,8 @@ class Lower {
     uint64_t bits = 0;   // scalar value, stored in the param's dtype
     DType dtype;         // the parameter's dtype
     int src = -1;        // argument index of a tensor param (fast path), -1 for scalars
+    uint64_t rng_n = 0;  // rng state param: Philox counters reserved (a captured graph re-reserves)
+    std::optional<at::Generator> gen;
   };
   void launch(const std::vector<at::Tensor>& dsts);
   // launch() plus the check flags (Lower::check) as extra outputs and a command testing them.

@@ -1,0 +1,202 @@
+"""torch.compile(backend="tpu"): graphs captured into one IR graph each and replayed.
+Compiled results equal eager (forward, backward, GPT loss and every gradient), the same
+shapes never recapture, graph breaks and sync points fall back to eager for their part,
+input mutation is written back, and a plain torch.compile on tpu tensors uses our backend."""
+import copy
+import importlib.util
+import pathlib
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import torch_tpu
+from torch_tpu._internal import compile as tc
+
+HIGHEST = torch_tpu.Precision.HIGHEST
+
+_spec = importlib.util.spec_from_file_location(
+    "gpt_example", pathlib.Path(__file__).resolve().parents[2] / "examples" / "gpt.py")
+gpt = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(gpt)
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    torch._dynamo.reset()
+    tc.reset_stats()
+    yield
+    torch._dynamo.reset()
+
+
+def _grads(m):
+    return {n: p.grad.detach().cpu() for n, p in m.named_parameters() if p.grad is not None}
+
+
+def _close_grads(a, b, rel=3e-6):
+    assert a.keys() == b.keys()
+    for n in a:
+        scale = b[n].abs().max().item()
+        torch.testing.assert_close(a[n], b[n], atol=rel * scale + 1e-9, rtol=1e-5, msg=lambda m, n=n: f"grad of {n}: {m}")
+
+
+def test_mlp_forward_backward_equals_eager_and_cpu():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.LayerNorm(32), nn.Linear(32, 4))
+    x = torch.randn(8, 16)
+    ref = copy.deepcopy(model)
+    ref(x).square().mean().backward()
+    m = copy.deepcopy(model).to("tpu")
+    cm = torch.compile(m, backend="tpu")
+    with torch_tpu.precision(HIGHEST):
+        for _ in range(3):
+            m.zero_grad(set_to_none=True)
+            y = cm(x.to("tpu"))
+            y.square().mean().backward()
+    torch.testing.assert_close(y.cpu(), ref(x), atol=1e-6, rtol=1e-5)
+    _close_grads(_grads(m), _grads(ref))
+    s = tc.stats()
+    assert s["graphs"] == 2 and s["captures"] == 2 and s["replays"] == 4 and s["eager_calls"] == 0, s
+
+
+def _gpt_setup(ctx=32, batch=4):
+    torch.manual_seed(0)
+    chars, data = gpt.load_data()
+    cfg = gpt.Config(vocab=len(chars.chars), ctx=ctx, layers=2, heads=4, width=64)
+    model = gpt.GPT(cfg)
+    gen = torch.Generator().manual_seed(1)
+    return model, [gpt.get_batch(data, batch, ctx, gen) for _ in range(3)]
+
+
+def test_gpt_train_step_equals_eager():
+    model, batches = _gpt_setup()
+    runs = {}
+    for name in ("eager", "compiled"):
+        m = copy.deepcopy(model).to("tpu")
+        fwd = torch.compile(m, backend="tpu") if name == "compiled" else m
+        losses = []
+        with torch_tpu.precision(HIGHEST):
+            for x, y in batches:
+                m.zero_grad(set_to_none=True)
+                _, loss = fwd(x.to("tpu"), y.to("tpu"))
+                loss.backward()
+                losses.append(loss.item())
+        runs[name] = (losses, _grads(m))
+    assert runs["compiled"][0] == pytest.approx(runs["eager"][0], rel=1e-6, abs=1e-6)
+    _close_grads(runs["compiled"][1], runs["eager"][1])
+    s = tc.stats()
+    # One forward and one backward graph, captured once, replayed for the other two steps.
+    assert s["graphs"] == 2 and s["captures"] == 2 and s["replays"] == 4 and s["eager_calls"] == 0, s
+
+
+def test_same_shapes_do_not_recompile():
+    torch.manual_seed(0)
+    m = nn.Linear(8, 8).to("tpu")
+    cm = torch.compile(m, backend="tpu", dynamic=False)
+    for _ in range(4):
+        cm(torch.randn(4, 8, device="tpu"))
+    frames = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    assert tc.stats()["captures"] == 1  # the forward (no backward was run)
+    for _ in range(3):
+        cm(torch.randn(4, 8, device="tpu")).sum().backward()
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == frames
+    assert tc.stats()["captures"] == 2 and tc.stats()["replays"] == 3 + 3 + 2
+
+
+def test_dynamic_shapes_recapture_per_shape():
+    torch.manual_seed(0)
+    lin = nn.Linear(8, 8)
+    m = copy.deepcopy(lin).to("tpu")
+    cm = torch.compile(m, backend="tpu", dynamic=True)
+    with torch.no_grad(), torch_tpu.precision(HIGHEST):
+        for n in (3, 5, 7, 5):
+            x = torch.randn(n, 8)
+            torch.testing.assert_close(cm(x.to("tpu")).cpu(), lin(x), atol=1e-6, rtol=1e-5)
+    assert tc.stats()["captures"] == 3
+
+
+def test_graph_break_and_sync_fall_back():
+    def f(x):
+        y = x.sin() * 2
+        if y.sum().item() > 0:  # data-dependent: a graph break
+            y = y + 1
+        z = torch.nonzero(y > 1.5)  # sync inside a graph (data-dependent shape)
+        return y.cos(), z
+
+    x = torch.randn(16)
+    cf = torch.compile(f, backend="tpu")
+    for _ in range(2):
+        yt, zt = cf(x.to("tpu"))
+    yc, zc = f(x)
+    torch.testing.assert_close(yt.cpu(), yc)
+    assert torch.equal(zt.cpu(), zc)
+
+
+def test_inference_mutation_and_batchnorm_running_stats():
+    torch.manual_seed(0)
+    bn = nn.BatchNorm1d(6)
+    ref = copy.deepcopy(bn)
+    m = copy.deepcopy(bn).to("tpu")
+    cm = torch.compile(m, backend="tpu")
+    for _ in range(3):
+        x = torch.randn(10, 6)
+        y = cm(x.to("tpu"))
+        yr = ref(x)
+    torch.testing.assert_close(y.cpu(), yr, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(m.running_mean.cpu(), ref.running_mean, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(m.running_var.cpu(), ref.running_var, atol=1e-6, rtol=1e-5)
+    assert m.num_batches_tracked.item() == 3
+
+    def add_(buf, x):
+        buf.add_(x)
+        return buf * 2
+
+    buf = torch.zeros(5, device="tpu")
+    cadd = torch.compile(add_, backend="tpu")
+    for _ in range(3):
+        out = cadd(buf, torch.ones(5, device="tpu"))
+    assert buf.cpu().tolist() == [3.0] * 5 and out.cpu().tolist() == [6.0] * 5
+
+
+def test_dropout_in_compiled_graph_follows_the_seed():
+    m = nn.Sequential(nn.Linear(32, 32), nn.Dropout(0.5)).to("tpu")
+    cm = torch.compile(m, backend="tpu")
+    x = torch.randn(16, 32, device="tpu")
+    outs = []
+    for _ in range(2):
+        torch.manual_seed(7)
+        a = cm(x)
+        b = cm(x)
+        outs.append((a.cpu(), b.cpu()))
+    assert torch.equal(outs[0][0], outs[1][0]) and torch.equal(outs[0][1], outs[1][1])
+    assert not torch.equal(outs[0][0], outs[0][1])  # the generator advances between calls
+    assert 0.3 < (outs[0][0] == 0).float().mean().item() < 0.7
+
+
+def test_index_range_check_raises_from_compiled_graph():
+    emb = nn.Embedding(10, 4).to("tpu")
+    ce = torch.compile(emb, backend="tpu")
+    ce(torch.tensor([1, 2], device="tpu"))
+    ce(torch.tensor([1, 2], device="tpu"))  # replayed
+    with pytest.raises(Exception, match="out of range|index"):
+        ce(torch.tensor([1, 12], device="tpu")).cpu()
+    torch.tpu.synchronize()
+
+
+def test_plain_torch_compile_on_tpu_uses_the_tpu_backend():
+    def f(x):
+        return F.gelu(x) * 3
+
+    x = torch.randn(6)
+    out = torch.compile(f)(x.to("tpu"))  # Inductor would reach its Pallas (jax) code generator
+    torch.testing.assert_close(out.cpu(), f(x), atol=1e-6, rtol=1e-6)
+    assert tc.stats()["captures"] == 1
+
+
+def test_options():
+    f = torch.compile(lambda x: x + 1, backend="tpu", options={"async_compile": True, "serializable": False})
+    assert f(torch.ones(2, device="tpu")).cpu().tolist() == [2.0, 2.0]
+    g = torch.compile(lambda x: x + 1, backend="tpu", options={"bogus": 1})
+    with pytest.raises(Exception, match="unknown tpu backend option"):
+        g(torch.ones(2, device="tpu"))

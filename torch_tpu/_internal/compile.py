@@ -1,0 +1,230 @@
+"""torch.compile backend "tpu": Dynamo graphs through AOTAutograd into one IR graph each.
+
+`torch.compile(model, backend="tpu")` (and a plain `torch.compile(model)` whose inputs are tpu
+tensors, which Inductor would otherwise send to its Pallas code generator) traces the forward
+and backward with AOTAutograd (core ATen decompositions for ops that have no tpu lowering).
+Each FX graph is *captured*: run once through the eager lowerings with the device window in
+capture mode, so every op is recorded into one IR graph instead of running; the graph is
+compiled once (the compile cache shared with eager) and later calls replay it with one
+command: no per-op dispatch, no Python per op. Captures are keyed by the inputs' sizes,
+strides, offsets and dtypes (and the graph's non-tensor arguments), so the same shapes never
+recapture; `dynamic=True` works the same way, one capture per concrete shape.
+
+A graph that cannot be replayed (a sync point inside, such as `.item()` or `nonzero`, or
+inputs that are not tpu tensors) runs its FX graph eagerly on every call; Dynamo's own
+graph breaks already run the broken part eagerly. Input mutation (optimizer state, BatchNorm
+running stats) is functionalized by AOTAutograd and written back by the replay.
+
+Options (`torch.compile(..., options={...})`): TorchTPU's "async_compile" and
+"serializable" are accepted; the host runtime compiles in milliseconds, synchronously, and
+captures live in memory (keyed by graph hash in the compile cache), so both are no-ops here.
+"""
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from typing import Any
+
+import torch
+
+from torch_tpu import _C
+
+_KNOWN_OPTIONS = {"async_compile", "serializable"}
+_FUSED = 0  # EagerMode.DEFER_AND_FUSE
+
+_stats_lock = threading.Lock()
+_stats = {"graphs": 0, "captures": 0, "replays": 0, "eager_calls": 0, "capture_seconds": 0.0}
+
+
+def stats() -> dict:
+    """Counters of the compile backend: graphs compiled by Dynamo/AOTAutograd, captures (IR
+    graphs recorded; one per graph and input layout), replays, eager (uncapturable) calls."""
+    with _stats_lock:
+        return dict(_stats)
+
+
+def reset_stats() -> None:
+    with _stats_lock:
+        for k in _stats:
+            _stats[k] = 0.0 if isinstance(_stats[k], float) else 0
+
+
+def _bump(key: str, v=1) -> None:
+    with _stats_lock:
+        _stats[key] += v
+
+
+@functools.cache
+def _decompositions() -> dict:
+    """Core ATen decompositions of the ops that have no tpu kernel of their own."""
+    from torch._decomp import core_aten_decompositions
+
+    table = {}
+    for op, fn in core_aten_decompositions().items():
+        name = op.name()
+        if not torch._C._dispatch_has_kernel_for_dispatch_key(name, "PrivateUse1"):
+            table[op] = fn
+    return table
+
+
+def _layout_key(args) -> tuple:
+    key = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            key.append((a.device.type, a.dtype, tuple(a.shape), a.stride(), a.storage_offset()))
+        else:
+            key.append(a)
+    return tuple(key)
+
+
+class _Capture:
+    """One capture of a graph for one input layout."""
+
+    __slots__ = ("program", "tensor_pos", "others", "out_spec", "why")
+
+    def __init__(self, program, tensor_pos, others, out_spec, why=""):
+        self.program = program  # None: run the FX graph eagerly
+        self.tensor_pos = tensor_pos
+        self.others = others  # non-tensor args as captured
+        self.out_spec = out_spec  # per output: int (program output index) or ("const", value)
+        self.why = why
+
+
+class CapturedGraph:
+    """A callable running an FX graph by replaying its captures. Boxed (AOTAutograd's calling
+    convention: one list of arguments); an instance attribute, so that the wrappers Dynamo
+    puts around it (functools.wraps copies __dict__) keep it."""
+
+    def __init__(self, gm: torch.fx.GraphModule, name: str):
+        self.gm = gm
+        self.name = name
+        self.captures: dict[tuple, _Capture] = {}
+        self.last: _Capture | None = None
+        self._boxed_call = True
+
+    def _matches(self, c: _Capture, args) -> bool:
+        if len(args) != len(c.tensor_pos) + len(c.others):
+            return False
+        for i, v in c.others:
+            if args[i] != v:
+                return False
+        return c.program is not None and _C._program_matches(c.program, [args[i] for i in c.tensor_pos])
+
+    def __call__(self, boxed):
+        args = list(boxed)
+        if isinstance(boxed, list):
+            boxed.clear()  # the boxed convention: the caller's references die with ours
+        c = self.last
+        if c is None or not self._matches(c, args):
+            c = self.captures.get(_layout_key(args))
+            if c is None:
+                return self._capture(args)
+            self.last = c
+        if c.program is None:
+            _bump("eager_calls")
+            return list(self.gm(*args))
+        _bump("replays")
+        res = _C._program_run(c.program, [args[i] for i in c.tensor_pos])
+        return [res[s] if isinstance(s, int) else s[1] for s in c.out_spec]
+
+    def _capture(self, args):
+        key = _layout_key(args)
+        tensor_pos = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+        others = [(i, a) for i, a in enumerate(args) if not isinstance(a, torch.Tensor)]
+        tensors = [args[i] for i in tensor_pos]
+        if any(t.device.type != "tpu" for t in tensors):
+            c = _Capture(None, tensor_pos, others, None, "an input is not a tpu tensor")
+            self.captures[key] = self.last = c
+            _bump("eager_calls")
+            return list(self.gm(*args))
+        dev = tensors[0].device.index if tensors else torch.tpu.current_device()
+        t0 = time.perf_counter()
+        _C._capture_begin(dev, tensors)
+        _C._push_thread_eager_mode(_FUSED)
+        try:
+            outs = list(self.gm(*args))
+        except BaseException:
+            _C._pop_thread_eager_mode()
+            _C._capture_end(dev, tensors, [])
+            raise
+        _C._pop_thread_eager_mode()
+        out_tensors, spec = [], []
+        bad = ""
+        for o in outs:
+            if isinstance(o, torch.Tensor):
+                if o.device.type != "tpu":
+                    bad = "an output is not a tpu tensor"
+                spec.append(len(out_tensors))
+                out_tensors.append(o)
+            else:
+                spec.append(("const", o))
+        program, why = _C._capture_end(dev, tensors, [] if bad else out_tensors)
+        why = bad or why
+        if why:
+            program = None
+        self.captures[key] = self.last = _Capture(program, tensor_pos, others, spec, why)
+        _bump("captures")
+        _bump("capture_seconds", time.perf_counter() - t0)
+        return outs
+
+    def stablehlo(self) -> str:
+        """The last capture's graph as StableHLO text ("" when it runs eagerly)."""
+        return _C._program_stablehlo(self.last.program) if self.last and self.last.program else ""
+
+
+_last_graphs: list[CapturedGraph] = []
+
+
+def _graph_compiler(kind: str):
+    def compile_graph(gm: torch.fx.GraphModule, example_inputs):
+        _bump("graphs")
+        g = CapturedGraph(gm, kind)
+        _last_graphs.append(g)
+        del _last_graphs[:-16]
+        return g
+
+    return compile_graph
+
+
+def tpu_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None = None, mode: Any = None):
+    """The Dynamo backend "tpu"."""
+    unknown = set(options or {}) - _KNOWN_OPTIONS
+    if unknown:
+        raise ValueError(f"[torch.compile] unknown tpu backend option(s) {sorted(unknown)}; expected {sorted(_KNOWN_OPTIONS)}")
+    from torch._dynamo.backends.common import aot_autograd
+
+    return aot_autograd(
+        fw_compiler=_graph_compiler("forward"),
+        bw_compiler=_graph_compiler("backward"),
+        inference_compiler=_graph_compiler("inference"),
+        decompositions=_decompositions(),
+        keep_inference_input_mutations=True,
+    )(gm, example_inputs)
+
+
+def _on_tpu(example_inputs) -> bool:
+    return any(isinstance(x, torch.Tensor) and x.device.type == "tpu" for x in example_inputs)
+
+
+def register_dynamo_backend(registry) -> None:
+    """Registers "tpu" in torch._dynamo.backends.registry (`registry`)."""
+    if "tpu" not in registry._COMPILER_FNS:
+        registry.register_backend(tpu_backend, name="tpu")
+
+
+def route_inductor(compile_fx_module) -> None:
+    """A plain torch.compile(m) calls Inductor's compile_fx, whose code generator for "tpu" is
+    Pallas (jax); graphs with tpu inputs go to the "tpu" backend instead."""
+    orig = compile_fx_module.compile_fx
+    if getattr(orig, "_torch_tpu_routed", False):
+        return
+
+    @functools.wraps(orig)
+    def compile_fx(model_, example_inputs_, *args, **kwargs):
+        if _on_tpu(example_inputs_):
+            return tpu_backend(model_, example_inputs_)
+        return orig(model_, example_inputs_, *args, **kwargs)
+
+    compile_fx._torch_tpu_routed = True
+    compile_fx_module.compile_fx = compile_fx
