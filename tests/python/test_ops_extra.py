@@ -57,6 +57,7 @@ SCATTER_REDUCE = [
 ]
 
 MISC = [
+    row("gather_empty_uint8_index", lambda a, i: a.gather(0, i), (5,), idx([], torch.uint8), dtypes=NUM),
     row("gather_int32_index", lambda a, i: a.gather(1, i), (3, 4), idx([[0, 3], [1, 1], [3, 2]], I32), dtypes=NUM),
     row("scatter_int32_index", lambda a, i, s: a.scatter(1, i, s), (3, 4), idx([[0, 3], [1, 2], [3, 2]], I32), (3, 2)),
     row("scatter_add_int32_index", lambda a, i, s: a.scatter_add(0, i, s), (3, 4), idx(DUP0, I32), (3, 4)),

@@ -94,9 +94,10 @@ std::vector<Value> index_add(Lower& L, Args a) {
   return one(L.g.reshape(r, shape_of(self)));
 }
 
-// gather / scatter take int64 or int32 indices (as PyTorch CPU).
+// gather / scatter take int64 or int32 indices (as PyTorch CPU, which skips the check for
+// an empty index).
 void check_index_dtype(Lower& L, const at::Tensor& index) {
-  TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt, "[", L.op(),
+  TORCH_CHECK(index.numel() == 0 || index.scalar_type() == at::kLong || index.scalar_type() == at::kInt, "[", L.op(),
               "] Expected dtype int32/int64 for index; got ", index.scalar_type());
 }
 
@@ -121,8 +122,9 @@ std::vector<Value> gather_op(Lower& L, Args a) {
   ir::Shape s = shape1(self);
   int64_t d = wrap_dim(a[1].toInt(), static_cast<int64_t>(s.size()));
   check_index_dtype(L, index);
-  check_same_rank(L, self, index, d, nullptr);
+  // An empty index skips the shape checks (as CPU): the result is empty with its shape.
   if (index.numel() == 0) return one(L.g.constant(0, to_ir(self.scalar_type(), L.op()), shape_of(index)));
+  check_same_rank(L, self, index, d, nullptr);
   TORCH_CHECK(s[d] > 0, "[", L.op(), "] index out of bounds for dimension ", d, " with size 0");
   Value i = L.g.reshape(index_in(L, index, s[d], false, oob(L, d, s[d])), shape1(index));
   Value r = gather(L, L.g.reshape(L.in(self), s), i, d);
@@ -139,9 +141,9 @@ std::vector<Value> scatter_op(Lower& L, Args a, bool add) {
   const at::Tensor* src = a[3].isTensor() ? &a[3].toTensor() : nullptr;
   if (src) TORCH_CHECK(src->scalar_type() == self.scalar_type(), "[", L.op(), "] Expected self.dtype to be equal to src.dtype; got ",
                        self.scalar_type(), " and ", src->scalar_type());
-  check_same_rank(L, self, index, d, src);
   Value x = L.g.reshape(L.in(self), s);
-  if (index.numel() == 0) return one(L.g.reshape(x, shape_of(self)));
+  if (index.numel() == 0) return one(L.g.reshape(x, shape_of(self)));  // no shape checks, as CPU
+  check_same_rank(L, self, index, d, src);
   Value i = L.g.reshape(index_in(L, index, s[d], false, oob(L, d, s[d])), is);
   Value u;
   if (src) {
@@ -245,9 +247,9 @@ std::vector<Value> scatter_reduce_op(Lower& L, Args a) {
   const at::Tensor* src = a[3].isTensor() ? &a[3].toTensor() : nullptr;
   if (src) TORCH_CHECK(src->scalar_type() == self.scalar_type(), "[", L.op(), "] Expected self.dtype to be equal to src.dtype; got ",
                        self.scalar_type(), " and ", src->scalar_type());
-  check_same_rank(L, self, index, d, src);
   Value x = L.g.reshape(L.in(self), s);
-  if (index.numel() == 0) return one(L.g.reshape(x, shape_of(self)));
+  if (index.numel() == 0) return one(L.g.reshape(x, shape_of(self)));  // no shape checks, as CPU
+  check_same_rank(L, self, index, d, src);
   Value i = L.g.reshape(index_in(L, index, s[d], false, oob(L, d, s[d])), is);
   Value u;
   if (src) {
