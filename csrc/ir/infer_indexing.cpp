@@ -44,6 +44,11 @@ void infer_index(const Graph& g, Node& n) {
             ", expected the indices shape ", shape_str(idx.shape));
   TPU_CHECK(u.dtype == x.dtype, "[scatter] updates dtype mismatch; got ", dtype_name(u.dtype),
             ", expected ", dtype_name(x.dtype));
+  if (n.op == OpCode::ScatterReduce)
+    TPU_CHECK(n.attrs.reducer == Reducer::Prod || n.attrs.reducer == Reducer::Max ||
+                  n.attrs.reducer == Reducer::Min,
+              "[scatter] scatter_reduce needs a prod, max or min reducer; got reducer ",
+              static_cast<int>(n.attrs.reducer));
   n.shape = x.shape;
 }
 

@@ -196,6 +196,7 @@ constexpr Row kRows[] = {
     {OpCode::Gather, nullptr, emit_gather},
     {OpCode::Scatter, nullptr, emit_scatter},
     {OpCode::ScatterAdd, nullptr, emit_scatter},
+    {OpCode::ScatterReduce, nullptr, emit_scatter},
     {OpCode::Sort, nullptr, emit_sort},
     {OpCode::ArgSort, nullptr, emit_sort},
     {OpCode::Cumsum, nullptr, emit_scan},

@@ -84,6 +84,11 @@ void emit_scatter(Emitter& e, int id) {
   auto a = open_region(e, id, {s, s});
   std::string v = a[1];  // scatter: the update replaces the element
   if (n.op == OpCode::ScatterAdd) v = e.tmp(id, "add", {a[0], a[1]}, {s, s}, "", s);
+  if (n.op == OpCode::ScatterReduce) {
+    const char* op = n.attrs.reducer == Reducer::Prod ? "multiply"
+                     : n.attrs.reducer == Reducer::Max ? "maximum" : "minimum";
+    v = e.tmp(id, op, {a[0], a[1]}, {s, s}, "", s);
+  }
   close_region(e, {v}, s);
   std::string dims = dim_list(rank);
   tail(e,

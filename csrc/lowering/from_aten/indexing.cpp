@@ -1,6 +1,7 @@
-// Indexing along axes: index_select, gather, scatter/scatter_add, index_add, advanced
-// indexing (index.Tensor, index_put_/_index_put_impl_ with accumulate), embedding's dense
-// backward, and nonzero. All lower to the IR's Gather / Scatter / ScatterAdd.
+// Indexing along axes: index_select, gather, scatter/scatter_add/scatter_reduce, index_add,
+// index_reduce, put, advanced indexing (index.Tensor, index_put_/_index_put_impl_ with
+// accumulate), embedding's dense backward, and nonzero. All lower to the IR's Gather /
+// Scatter / ScatterAdd / ScatterReduce.
 //
 // Range checks are device-side (Lower::check): the graph also computes "any index out of
 // range" and a failed check raises at the next sync point (at once in debug mode); the host
@@ -93,6 +94,13 @@ std::vector<Value> index_add(Lower& L, Args a) {
   return one(L.g.reshape(r, shape_of(self)));
 }
 
+// gather / scatter take int64 or int32 indices (as PyTorch CPU, which skips the check for
+// an empty index).
+void check_index_dtype(Lower& L, const at::Tensor& index) {
+  TORCH_CHECK(index.numel() == 0 || index.scalar_type() == at::kLong || index.scalar_type() == at::kInt, "[", L.op(),
+              "] Expected dtype int32/int64 for index; got ", index.scalar_type());
+}
+
 void check_same_rank(Lower& L, const at::Tensor& self, const at::Tensor& index, int64_t d, const at::Tensor* src) {
   TORCH_CHECK(std::max<int64_t>(index.dim(), 1) == std::max<int64_t>(self.dim(), 1), "[", L.op(),
               "] Index tensor must have the same number of dimensions as input tensor; got ", index.dim(), " and ", self.dim());
@@ -113,9 +121,10 @@ std::vector<Value> gather_op(Lower& L, Args a) {
   const at::Tensor &self = a[0].toTensor(), &index = a[2].toTensor();
   ir::Shape s = shape1(self);
   int64_t d = wrap_dim(a[1].toInt(), static_cast<int64_t>(s.size()));
-  TORCH_CHECK(index.scalar_type() == at::kLong, "[", L.op(), "] Expected dtype int64 for index; got ", index.scalar_type());
-  check_same_rank(L, self, index, d, nullptr);
+  check_index_dtype(L, index);
+  // An empty index skips the shape checks (as CPU): the result is empty with its shape.
   if (index.numel() == 0) return one(L.g.constant(0, to_ir(self.scalar_type(), L.op()), shape_of(index)));
+  check_same_rank(L, self, index, d, nullptr);
   TORCH_CHECK(s[d] > 0, "[", L.op(), "] index out of bounds for dimension ", d, " with size 0");
   Value i = L.g.reshape(index_in(L, index, s[d], false, oob(L, d, s[d])), shape1(index));
   Value r = gather(L, L.g.reshape(L.in(self), s), i, d);
@@ -127,14 +136,14 @@ std::vector<Value> scatter_op(Lower& L, Args a, bool add) {
   const at::Tensor &self = a[0].toTensor(), &index = a[2].toTensor();
   ir::Shape s = shape1(self), is = shape1(index);
   int64_t d = wrap_dim(a[1].toInt(), static_cast<int64_t>(s.size()));
-  TORCH_CHECK(index.scalar_type() == at::kLong, "[", L.op(), "] Expected dtype int64 for index; got ", index.scalar_type());
+  check_index_dtype(L, index);
   DType dt = to_ir(self.scalar_type(), L.op());
   const at::Tensor* src = a[3].isTensor() ? &a[3].toTensor() : nullptr;
   if (src) TORCH_CHECK(src->scalar_type() == self.scalar_type(), "[", L.op(), "] Expected self.dtype to be equal to src.dtype; got ",
                        self.scalar_type(), " and ", src->scalar_type());
-  check_same_rank(L, self, index, d, src);
   Value x = L.g.reshape(L.in(self), s);
-  if (index.numel() == 0) return one(L.g.reshape(x, shape_of(self)));
+  if (index.numel() == 0) return one(L.g.reshape(x, shape_of(self)));  // no shape checks, as CPU
+  check_same_rank(L, self, index, d, src);
   Value i = L.g.reshape(index_in(L, index, s[d], false, oob(L, d, s[d])), is);
   Value u;
   if (src) {
@@ -144,6 +153,153 @@ std::vector<Value> scatter_op(Lower& L, Args a, bool add) {
     u = L.bcast(L.scalar(a[3].toScalar(), dt), is);
   }
   return one(L.g.reshape(scatter(L, x, i, u, d, add), shape_of(self)));
+}
+
+// --- scatter / index / put reductions ---------------------------------------------------
+// scatter_reduce / scatter(reduce=) / index_reduce lower to ScatterAdd / ScatterReduce along
+// one axis; mean = sum / count (floor division for integers), as PyTorch CPU. Without
+// include_self, the targets that receive an update start from the reduction's identity.
+enum class Red { Sum, Prod, Mean, Max, Min };
+
+// The reduce argument of scatter(reduce=) (legacy: add, multiply), scatter_reduce (sum, prod,
+// mean, amax, amin) or index_reduce (prod, mean, amax, amin).
+enum class RedArg { kLegacy, kScatterReduce, kIndexReduce };
+Red parse_red(Lower& L, const std::string& r, RedArg kind) {
+  if (kind == RedArg::kLegacy) {
+    TORCH_CHECK(r == "add" || r == "multiply", "[", L.op(), "] reduce argument must be either add or multiply; got ", r);
+    return r == "add" ? Red::Sum : Red::Prod;
+  }
+  if (r == "sum" && kind == RedArg::kScatterReduce) return Red::Sum;
+  if (r == "prod") return Red::Prod;
+  if (r == "mean") return Red::Mean;
+  if (r == "amax") return Red::Max;
+  if (r == "amin") return Red::Min;
+  TORCH_CHECK(false, "[", L.op(), "] reduce argument must be one of ",
+              kind == RedArg::kIndexReduce ? "prod, mean, amax or amin" : "sum, prod, mean, amax or amin", "; got ", r);
+}
+
+Value int_constant(Lower& L, int64_t v, DType dt, const ir::Shape& s) {
+  ir::Attrs at;
+  at.ivalue = v;
+  return L.g.op(OpCode::Constant, {}, at, s, dt);
+}
+
+// The reduction's identity of dtype dt and shape s (mean starts from 0 like sum).
+Value identity(Lower& L, Red r, DType dt, const ir::Shape& s) {
+  if (r == Red::Sum || r == Red::Mean) return L.g.constant(0, dt, s);
+  if (r == Red::Prod) return L.g.constant(1, dt, s);
+  bool mx = r == Red::Max;
+  if (ir::is_float(dt)) return L.g.constant(mx ? -INFINITY : INFINITY, dt, s);
+  if (ir::is_bool(dt)) return L.g.constant(mx ? 0 : 1, dt, s);
+  at::ScalarType st = to_aten(dt);
+  int64_t lo = 0, hi = 0;
+  AT_DISPATCH_INTEGRAL_TYPES(st, "identity", [&] {
+    lo = static_cast<int64_t>(std::numeric_limits<scalar_t>::lowest());
+    hi = static_cast<int64_t>(std::numeric_limits<scalar_t>::max());
+  });
+  return int_constant(L, mx ? lo : hi, dt, s);
+}
+
+// Floor division of integers by a positive divisor.
+Value floor_div(Lower& L, Value num, Value den) {
+  Value q = L.g.binary(OpCode::Div, num, den);
+  Value inexact = L.g.compare(Cmp::NE, L.g.binary(OpCode::Mul, q, den), num);
+  Value neg = L.g.compare(Cmp::LT, num, L.cst_like(0, num));
+  return L.g.select(L.g.binary(OpCode::And, inexact, neg), L.g.binary(OpCode::Sub, q, L.cst_like(1, q)), q);
+}
+
+// x with u reduced in at idx along axis a (idx and u of one shape, valid indices).
+Value scatter_reduce_core(Lower& L, Value x, Value idx, Value u, int64_t a, Red r, bool include_self) {
+  DType dt = L.g.dtype(x);
+  ir::Shape xs = L.g.shape(x), is = L.g.shape(idx);
+  if (!include_self) {
+    Value hit = L.g.op(OpCode::Scatter, {L.g.constant(0, DType::Bool, xs), idx, L.g.constant(1, DType::Bool, is)}, axis(a));
+    x = L.g.select(hit, identity(L, r, dt, xs), x);
+  }
+  if (r == Red::Sum) return scatter(L, x, idx, u, a, true);
+  if (r != Red::Mean) {
+    ir::Attrs at = axis(a);
+    at.reducer = r == Red::Prod ? Reducer::Prod : (r == Red::Max ? Reducer::Max : Reducer::Min);
+    return L.g.op(OpCode::ScatterReduce, {x, idx, u}, at);
+  }
+  Value sum = scatter(L, x, idx, u, a, true);
+  Value cnt = L.g.op(OpCode::ScatterAdd, {L.g.constant(include_self ? 1 : 0, DType::I64, xs), idx, L.g.constant(1, DType::I64, is)}, axis(a));
+  cnt = L.g.binary(OpCode::Max, cnt, L.g.constant(1, DType::I64, xs));
+  if (ir::is_float(dt)) {
+    DType ct = opmath(dt);
+    return L.g.convert(L.g.binary(OpCode::Div, L.g.convert(sum, ct), L.g.convert(cnt, ct)), dt);
+  }
+  TORCH_CHECK(!ir::is_bool(dt), "[", L.op(), "] mean reduction is not supported for bool tensors");
+  return L.g.convert(floor_div(L, L.g.convert(sum, DType::I64), cnt), dt);
+}
+
+// scatter_reduce.two(self, dim, index, src, reduce, *, include_self) and
+// scatter.reduce / scatter.value_reduce(self, dim, index, src-or-value, *, reduce)
+std::vector<Value> scatter_reduce_op(Lower& L, Args a) {
+  const at::Tensor &self = a[0].toTensor(), &index = a[2].toTensor();
+  ir::Shape s = shape1(self), is = shape1(index);
+  int64_t d = wrap_dim(a[1].toInt(), static_cast<int64_t>(s.size()));
+  check_index_dtype(L, index);
+  bool two = a.size() > 5 && a[5].isBool();  // scatter_reduce.two's include_self
+  Red r = parse_red(L, a[4].toStringRef(), two ? RedArg::kScatterReduce : RedArg::kLegacy);
+  bool include_self = two ? a[5].toBool() : true;
+  DType dt = to_ir(self.scalar_type(), L.op());
+  const at::Tensor* src = a[3].isTensor() ? &a[3].toTensor() : nullptr;
+  if (src) TORCH_CHECK(src->scalar_type() == self.scalar_type(), "[", L.op(), "] Expected self.dtype to be equal to src.dtype; got ",
+                       self.scalar_type(), " and ", src->scalar_type());
+  Value x = L.g.reshape(L.in(self), s);
+  if (index.numel() == 0) return one(L.g.reshape(x, shape_of(self)));  // no shape checks, as CPU
+  check_same_rank(L, self, index, d, src);
+  Value i = L.g.reshape(index_in(L, index, s[d], false, oob(L, d, s[d])), is);
+  Value u;
+  if (src) {
+    u = L.g.reshape(L.in(*src), shape1(*src));
+    if (shape1(*src) != is) u = L.g.slice(u, std::vector<int64_t>(is.size(), 0), is, std::vector<int64_t>(is.size(), 1));
+  } else {
+    u = L.bcast(L.scalar(a[3].toScalar(), dt), is);
+  }
+  return one(L.g.reshape(scatter_reduce_core(L, x, i, u, d, r, include_self), shape_of(self)));
+}
+
+// index_reduce(self, dim, index, source, reduce, *, include_self)
+std::vector<Value> index_reduce(Lower& L, Args a) {
+  const at::Tensor &self = a[0].toTensor(), &index = a[2].toTensor(), &src = a[3].toTensor();
+  Red r = parse_red(L, a[4].toStringRef(), RedArg::kIndexReduce);
+  bool include_self = a[5].toBool();
+  ir::Shape s = shape1(self);
+  int64_t d = wrap_dim(a[1].toInt(), static_cast<int64_t>(s.size())), k = index.numel();
+  TORCH_CHECK(index.dim() <= 1, "[", L.op(), "] Index is supposed to be a vector; got ", index.dim(), "-D");
+  TORCH_CHECK(src.scalar_type() == self.scalar_type(), "[", L.op(), "] self (", self.scalar_type(), ") and source (",
+              src.scalar_type(), ") must have the same scalar type");
+  ir::Shape us = s;
+  us[d] = k;
+  TORCH_CHECK(shape1(src) == us, "[", L.op(), "] source shape ", src.sizes(), " doesn't match self ", self.sizes(),
+              " with index of length ", k, " along dim ", d);
+  Value x = L.g.reshape(L.in(self), s);
+  if (k == 0) return one(L.g.reshape(x, shape_of(self)));
+  Value i = L.g.reshape(index_in(L, index, s[d], false, oob(L, d, s[d])), {k});
+  Value u = L.g.reshape(L.in(src), us);
+  return one(L.g.reshape(scatter_reduce_core(L, x, L.g.broadcast(i, us, {d}), u, d, r, include_self), shape_of(self)));
+}
+
+// put(self, index, source, accumulate): self.flatten()[index] = (or +=) source.flatten().
+std::vector<Value> put(Lower& L, Args a) {
+  const at::Tensor &self = a[0].toTensor(), &index = a[1].toTensor(), &src = a[2].toTensor();
+  bool accumulate = a[3].toBool();
+  TORCH_CHECK(index.scalar_type() == at::kLong, "[", L.op(), "] put_(): Expected a long tensor for index, but got ",
+              index.scalar_type());
+  TORCH_CHECK(src.scalar_type() == self.scalar_type(), "[", L.op(), "] self and source expected to have the same dtype; got ",
+              self.scalar_type(), " and ", src.scalar_type());
+  int64_t n = self.numel(), k = index.numel();
+  TORCH_CHECK(src.numel() == k, "[", L.op(), "] put_(): Expected source and index to have the same number of elements, but got source.numel() = ",
+              src.numel(), ", index.numel() = ", k);
+  TORCH_CHECK(n > 0 || k == 0, "[", L.op(), "] put_(): Tried to put elements into an empty tensor");
+  Value x = L.g.reshape(L.in(self), {n});
+  if (k == 0) return one(L.g.reshape(x, shape_of(self)));
+  Value i = L.g.reshape(index_in(L, index, n, true, std::string("[") + L.op() + "] out of range: tried to access an index outside a tensor of " +
+                                                         std::to_string(n) + " elements"), {k});
+  Value r = scatter(L, x, i, L.g.reshape(L.in(src), {k}), 0, accumulate);
+  return one(L.g.reshape(r, shape_of(self)));
 }
 
 // --- advanced indexing ------------------------------------------------------------------
@@ -356,6 +512,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
       {"scatter.src", scatter_set}, {"scatter_.src", scatter_set}, {"scatter.src_out", scatter_set},
       {"scatter.value", scatter_set}, {"scatter_.value", scatter_set}, {"scatter.value_out", scatter_set},
       {"scatter_add", scatter_add}, {"scatter_add_", scatter_add}, {"scatter_add.out", scatter_add},
+      {"scatter.reduce", scatter_reduce_op}, {"scatter_.reduce", scatter_reduce_op}, {"scatter.reduce_out", scatter_reduce_op},
+      {"scatter.value_reduce", scatter_reduce_op}, {"scatter_.value_reduce", scatter_reduce_op},
+      {"scatter.value_reduce_out", scatter_reduce_op},
+      {"scatter_reduce.two", scatter_reduce_op}, {"scatter_reduce_.two", scatter_reduce_op},
+      {"scatter_reduce.two_out", scatter_reduce_op},
+      {"index_reduce", index_reduce}, {"index_reduce_", index_reduce}, {"index_reduce.out", index_reduce},
+      {"put", put}, {"put_", put}, {"put.out", put},
       {"index.Tensor", index_tensor}, {"index.Tensor_out", index_tensor},
       {"index_put", index_put}, {"index_put_", index_put}, {"_index_put_impl_", index_put},
       {"embedding_dense_backward", embedding_backward}, {"embedding_dense_backward.out", embedding_backward},

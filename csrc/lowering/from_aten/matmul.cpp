@@ -1,4 +1,4 @@
-// Matrix products: mm, bmm, addmm, baddbmm, dot, mv, addmv as dot_general with the current
+// Matrix products: mm, bmm, addmm, baddbmm, addbmm, dot, mv, addmv as dot_general with the current
 // matmul precision (TPU DEFAULT = bf16 inputs, f32 accumulation, for f32 operands).
 #include "lowering/from_aten/common.h"
 
@@ -62,6 +62,28 @@ std::vector<Value> add_product(Lower& L, Args a, int nb) {
   return one(L.g.convert(L.g.binary(OpCode::Add, p, s), dt));
 }
 
+// addbmm(self, batch1, batch2, beta, alpha): beta * self + alpha * sum_b batch1[b] @ batch2[b],
+// as one [n, b*m] x [b*m, p] product.
+std::vector<Value> addbmm(Lower& L, Args a) {
+  const at::Tensor &self = a[0].toTensor(), &x = a[1].toTensor(), &y = a[2].toTensor();
+  TORCH_CHECK(x.dim() == 3 && y.dim() == 3, "[", L.op(), "] batch1 and batch2 must be 3D tensors; got ", x.dim(), "-D and ", y.dim(), "-D");
+  TORCH_CHECK(x.size(0) == y.size(0) && x.size(2) == y.size(1), "[", L.op(), "] batch1 and batch2 shapes cannot be multiplied; got ",
+              x.sizes(), " and ", y.sizes());
+  check_float_or_same(L, x, y);
+  check_float_or_same(L, self, x);
+  int64_t b = x.size(0), n = x.size(1), m = x.size(2), p = y.size(2);
+  DType dt = to_ir(x.scalar_type(), L.op()), ct = opmath(dt);
+  Value lhs = L.g.reshape(L.g.transpose(L.in(x), {1, 0, 2}), {n, b * m});
+  Value rhs = L.g.reshape(L.in(y), {b * m, p});
+  Value prod = b * m == 0 ? L.g.constant(0, ct, {n, p}) : L.g.convert(matmul_v(L, lhs, rhs, 0), ct);
+  at::Scalar beta = a[3].toScalar(), alpha = a[4].toScalar();
+  if (!alpha.equal(1)) prod = bin(L, OpCode::Mul, prod, L.scalar(alpha, ct));
+  if (beta.equal(0)) return one(L.g.convert(prod, dt));
+  Value s = L.in(self, ct);
+  if (!beta.equal(1)) s = bin(L, OpCode::Mul, s, L.scalar(beta, ct));
+  return one(L.g.convert(L.g.binary(OpCode::Add, prod, L.bcast(s, {n, p})), dt));
+}
+
 std::vector<Value> dot(Lower& L, Args a) {
   const at::Tensor &x = a[0].toTensor(), &y = a[1].toTensor();
   TORCH_CHECK(x.dim() == 1 && y.dim() == 1, "[", L.op(), "] 1D tensors expected, but got ", x.dim(), "D and ", y.dim(), "D tensors");
@@ -87,6 +109,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
       {"mm", mm}, {"mm.out", mm}, {"bmm", bmm}, {"bmm.out", bmm},
       {"addmm", addmm}, {"addmm.out", addmm}, {"addmm_", addmm},
       {"baddbmm", baddbmm}, {"baddbmm.out", baddbmm}, {"baddbmm_", baddbmm},
+      {"addbmm", addbmm}, {"addbmm.out", addbmm}, {"addbmm_", addbmm},
       {"dot", dot}, {"dot.out", dot}, {"mv", mv}, {"mv.out", mv},
   });
 }

@@ -22,7 +22,9 @@ std::vector<Value> add_sub(Lower& L, Args a, bool sub) {
   Promoted p = promote(L, a[0], a[1]);
   if (p.out == DType::Bool) {
     TORCH_CHECK(!sub, "[", L.op(), "] Subtraction, the `-` operator, with two bool tensors is not supported");
-    return one(bin(L, OpCode::Or, arg(L, a[0], p.out), arg(L, a[1], p.out)));
+    Value x = arg(L, a[0], p.out), y = arg(L, a[1], p.out);
+    if (a.size() > 2 && a[2].isScalar() && !a[2].toScalar().toBool()) y = L.g.constant(0, DType::Bool, L.g.shape(y));
+    return one(bin(L, OpCode::Or, x, y));
   }
   Value x = arg(L, a[0], p.math), y = arg(L, a[1], p.math);
   if (a.size() > 2 && a[2].isScalar() && !(a[2].toScalar().equal(1)))

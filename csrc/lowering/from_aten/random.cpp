@@ -120,7 +120,8 @@ std::vector<Value> dropout(Lower& L, Args a) {
 // native_dropout_backward(grad_output, mask, scale)
 std::vector<Value> dropout_backward(Lower& L, Args a) {
   const at::Tensor& g = a[0].toTensor();
-  DType dt = to_ir(g.scalar_type(), L.op()), ct = opmath(dt);
+  // grad * mask * scale: an integer grad times the float scale promotes to the default float.
+  DType dt = to_ir(float_type(g.scalar_type()), L.op()), ct = opmath(dt);
   Value gv = L.in(g, ct);
   Value mask = L.in(a[1].toTensor(), DType::Bool);
   Value s = bin(L, OpCode::Mul, gv, L.scalar(a[2].toScalar(), ct));

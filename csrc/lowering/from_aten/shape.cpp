@@ -1,6 +1,6 @@
 // Shape-building and masking ops: cat (stack/split/chunk reach it or are views), flip,
 // triu/tril, masked_fill, and the small predicates the attention and loss decompositions
-// use (isneginf/isposinf, logical_not, bitwise_not).
+// use (isneginf/isposinf, logical_not, bitwise_not), roll and replication padding's backward.
 #include <limits>
 
 #include <ATen/native/TypeProperties.h>
@@ -107,11 +107,80 @@ std::vector<Value> bitwise_not(Lower& L, Args a) {
   return one(L.g.unary(OpCode::Not, L.in(self)));
 }
 
+// roll(self, shifts, dims): per dim, the last `shift` elements move to the front (slice +
+// concatenate); without dims, the flattened tensor rolls by shifts[0].
+std::vector<Value> roll(Lower& L, Args a) {
+  const at::Tensor& self = a[0].toTensor();
+  std::vector<int64_t> shifts = a[1].toIntVector(), dims = a[2].toIntVector();
+  TORCH_CHECK(!shifts.empty(), "[", L.op(), "] `shifts` required");
+  Value x = L.in(self);
+  bool flat = dims.empty();
+  if (flat) {
+    TORCH_CHECK(shifts.size() == 1, "[", L.op(), "] shifts and dimensions must align. shifts: ", shifts.size(), ", dims:0");
+    x = L.g.reshape(x, {self.numel()});
+    dims = {0};
+  }
+  TORCH_CHECK(shifts.size() == dims.size(), "[", L.op(), "] shifts and dimensions must align. shifts: ", shifts.size(),
+              ", dims:", dims.size());
+  int64_t rank = flat ? 1 : self.dim();
+  for (size_t k = 0; k < dims.size(); ++k) {
+    int64_t d = wrap_dim(dims[k], rank);
+    ir::Shape s = L.g.shape(x);
+    int64_t n = s[d];
+    if (n == 0) continue;
+    int64_t sh = ((shifts[k] % n) + n) % n;
+    if (sh == 0) continue;
+    std::vector<int64_t> lo(s.size(), 0), stride(s.size(), 1);
+    ir::Shape mid = s, hi_start(s.size(), 0);
+    mid[d] = n - sh;
+    hi_start[d] = n - sh;
+    x = L.g.concat({L.g.slice(x, hi_start, s, stride), L.g.slice(x, lo, mid, stride)}, d);
+  }
+  return one(flat ? L.g.reshape(x, shape_of(self)) : x);
+}
+
+// replication_pad{1,2,3}d_backward(grad_output, self, padding): output j of a padded dim
+// read input clamp(j - pad_before, 0, n - 1), so the gradient scatter-adds back along
+// each padded dim in turn (negative padding crops, and works the same way).
+std::vector<Value> replication_pad_backward(Lower& L, Args a, int nd) {
+  const at::Tensor &go = a[0].toTensor(), &self = a[1].toTensor();
+  std::vector<int64_t> pad = a[2].toIntVector();
+  TORCH_CHECK(static_cast<int>(pad.size()) == 2 * nd, "[", L.op(), "] padding size is expected to be ", 2 * nd, "; got ", pad.size());
+  TORCH_CHECK(go.dim() == self.dim() && self.dim() >= nd, "[", L.op(), "] grad_output rank ", go.dim(), " doesn't match input rank ",
+              self.dim());
+  int64_t r = self.dim();
+  for (int64_t k = 0; k < nd; ++k) {
+    int64_t d = r - 1 - k, want = self.size(d) + pad[2 * k] + pad[2 * k + 1];
+    TORCH_CHECK(go.size(d) == want, "[", L.op(), "] grad_output size ", go.size(d), " in dim ", d, " doesn't match the padded input size ", want);
+  }
+  DType dt = to_ir(go.scalar_type(), L.op()), ct = opmath(dt);
+  Value g = L.in(go, ct);
+  for (int64_t k = 0; k < nd; ++k) {
+    int64_t d = r - 1 - k, n = self.size(d);
+    ir::Shape gs = L.g.shape(g), rs = gs;
+    rs[d] = n;
+    if (ir::numel(rs) == 0 || ir::numel(gs) == 0) {
+      g = L.g.constant(0, ct, rs);
+      continue;
+    }
+    Value j = L.g.iota(DType::I64, {gs[d]}, 0);
+    j = L.g.binary(OpCode::Sub, j, L.cst_like(double(pad[2 * k]), j));
+    j = L.g.op(OpCode::Clamp, {L.cst(0, DType::I64), j, L.cst(double(n - 1), DType::I64)});
+    ir::Attrs at;
+    at.dims = {d};
+    g = L.g.op(OpCode::ScatterAdd, {L.g.constant(0, ct, rs), L.g.broadcast(j, gs, {d}), g}, at);
+  }
+  return one(L.g.convert(g, dt));
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   auto tril = [](Lower& L, Args a) { return tri(L, a, true); };
   auto triu = [](Lower& L, Args a) { return tri(L, a, false); };
   auto neginf = [](Lower& L, Args a) { return isinf_side(L, a, -std::numeric_limits<double>::infinity()); };
   auto posinf = [](Lower& L, Args a) { return isinf_side(L, a, std::numeric_limits<double>::infinity()); };
+  auto rpad1 = [](Lower& L, Args a) { return replication_pad_backward(L, a, 1); };
+  auto rpad2 = [](Lower& L, Args a) { return replication_pad_backward(L, a, 2); };
+  auto rpad3 = [](Lower& L, Args a) { return replication_pad_backward(L, a, 3); };
   register_ops(m, {
       {"cat", cat}, {"cat.out", cat},
       {"flip", flip}, {"flip.out", flip},
@@ -122,6 +191,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
       {"isneginf", neginf}, {"isneginf.out", neginf}, {"isposinf", posinf}, {"isposinf.out", posinf},
       {"logical_not", logical_not}, {"logical_not_", logical_not}, {"logical_not.out", logical_not},
       {"bitwise_not", bitwise_not}, {"bitwise_not_", bitwise_not}, {"bitwise_not.out", bitwise_not},
+      {"roll", roll}, {"roll.out", roll},
+      {"replication_pad1d_backward", rpad1}, {"replication_pad1d_backward.grad_input", rpad1},
+      {"replication_pad2d_backward", rpad2}, {"replication_pad2d_backward.grad_input", rpad2},
+      {"replication_pad3d_backward", rpad3}, {"replication_pad3d_backward.grad_input", rpad3},
   });
 }
 

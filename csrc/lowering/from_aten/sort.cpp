@@ -1,6 +1,6 @@
-// Order-based ops: sort (argsort reaches it), topk, cumsum/cumprod and multinomial, on the
-// IR's stable ArgSort + Gather and inclusive scans. sort/topk backward is ATen's composite
-// formula (zeros + scatter), lowered in indexing.cpp.
+// Order-based ops: sort (argsort reaches it), topk, median/nanmedian/kthvalue, cumsum/cumprod
+// and multinomial, on the IR's stable ArgSort + Gather and inclusive scans. sort/topk
+// backward is ATen's composite formula (zeros + scatter), lowered in indexing.cpp.
 #include <cmath>
 
 #include "lowering/from_aten/common.h"
@@ -114,15 +114,82 @@ std::vector<Value> multinomial(Lower& L, Args a) {
   return one(out);
 }
 
+// Order statistics on a stable ascending sort (NaN last): median / nanmedian (the lower
+// median; median returns the first NaN of a line holding any, nanmedian skips NaNs) and
+// kthvalue. pos(n_nan) picks the sorted position per line. Ties between equal values pick
+// the first in input order (PyTorch CPU leaves that choice to nth_element).
+enum class Stat { kMedian, kNanMedian, kKth };
+
+// (values, indices) at the selected position along d of the [.., n, ..] tensor x.
+std::pair<Value, Value> order_stat(Lower& L, Value x, int64_t d, Stat stat, int64_t k) {
+  ir::Shape s = L.g.shape(x), one_s = s;
+  one_s[d] = 1;
+  int64_t n = s[d];
+  Value i = L.g.op(OpCode::ArgSort, {x}, axis(d));
+  Value v = L.g.op(OpCode::Gather, {x, i}, axis(d));
+  Value pos;
+  if (stat == Stat::kKth) {
+    pos = L.g.constant(double(k - 1), DType::I64, one_s);
+  } else {
+    Value cnt = L.g.constant(0, DType::I64, one_s);
+    if (ir::is_float(L.g.dtype(x)))
+      cnt = L.g.reshape(L.g.reduce(L.g.convert(L.g.compare(Cmp::NE, x, x), DType::I64), Reducer::Sum, {d}), one_s);
+    Value valid = L.g.binary(OpCode::Sub, L.g.constant(double(n), DType::I64, one_s), cnt);
+    Value mid = L.g.binary(OpCode::Div, L.g.binary(OpCode::Max, L.g.binary(OpCode::Sub, valid, L.cst_like(1, valid)), L.cst_like(0, valid)),
+                           L.cst_like(2, valid));
+    pos = stat == Stat::kNanMedian ? mid : L.g.select(L.g.compare(Cmp::GT, cnt, L.cst_like(0, cnt)), valid, mid);
+  }
+  return {L.g.op(OpCode::Gather, {v, pos}, axis(d)), L.g.op(OpCode::Gather, {i, pos}, axis(d))};
+}
+
+// median(self) / nanmedian(self): the flattened tensor's median as a 0-dim tensor.
+std::vector<Value> median_all(Lower& L, Args a, Stat stat) {
+  const at::Tensor& self = a[0].toTensor();
+  DType dt = to_ir(self.scalar_type(), L.op());
+  if (self.numel() == 0) {
+    TORCH_CHECK(ir::is_float(dt), "[", L.op(), "] median() of an empty ", self.scalar_type(), " tensor is undefined");
+    return one(L.g.constant(NAN, dt, {}));
+  }
+  Value x = L.g.reshape(L.in(self), {self.numel()});
+  return one(L.g.reshape(order_stat(L, x, 0, stat, 0).first, {}));
+}
+
+// median.dim / nanmedian.dim(self, dim, keepdim) and kthvalue(self, k, dim, keepdim).
+std::vector<Value> median_dim(Lower& L, Args a, Stat stat) {
+  const at::Tensor& self = a[0].toTensor();
+  int at_dim = stat == Stat::kKth ? 2 : 1;
+  int64_t k = stat == Stat::kKth ? a[1].toInt() : 0;
+  int64_t r = std::max<int64_t>(self.dim(), 1), d = wrap_dim(a[at_dim].toInt(), r);
+  bool keepdim = a[at_dim + 1].toBool();
+  ir::Shape s = self.dim() ? shape_of(self) : ir::Shape{1};
+  TORCH_CHECK(s[d] > 0, "[", L.op(), "] Expected reduction dim ", d, " to have non-zero size");
+  if (stat == Stat::kKth)
+    TORCH_CHECK(k >= 1 && k <= s[d], "[", L.op(), "] kthvalue(): selected number k out of range for dimension ", d);
+  auto [v, i] = order_stat(L, L.g.reshape(L.in(self), s), d, stat, k);
+  ir::Shape out = s;
+  out[d] = 1;
+  if (!keepdim || self.dim() == 0) out.erase(out.begin() + d);
+  return {L.g.reshape(v, out), L.g.reshape(i, out)};
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   auto cumsum = [](Lower& L, Args a) { return scan(L, a, OpCode::Cumsum); };
   auto cumprod = [](Lower& L, Args a) { return scan(L, a, OpCode::Cumprod); };
+  auto median = [](Lower& L, Args a) { return median_all(L, a, Stat::kMedian); };
+  auto nanmedian = [](Lower& L, Args a) { return median_all(L, a, Stat::kNanMedian); };
+  auto median_d = [](Lower& L, Args a) { return median_dim(L, a, Stat::kMedian); };
+  auto nanmedian_d = [](Lower& L, Args a) { return median_dim(L, a, Stat::kNanMedian); };
+  auto kth = [](Lower& L, Args a) { return median_dim(L, a, Stat::kKth); };
   register_ops(m, {
       {"sort", sort}, {"sort.values", sort}, {"sort.stable", sort}, {"sort.values_stable", sort},
       {"topk", topk}, {"topk.values", topk},
       {"cumsum", cumsum}, {"cumsum_", cumsum}, {"cumsum.out", cumsum},
       {"cumprod", cumprod}, {"cumprod_", cumprod}, {"cumprod.out", cumprod},
       {"multinomial", multinomial}, {"multinomial.out", multinomial},
+      {"median", median}, {"nanmedian", nanmedian},
+      {"median.dim", median_d}, {"median.dim_values", median_d},
+      {"nanmedian.dim", nanmedian_d}, {"nanmedian.dim_values", nanmedian_d},
+      {"kthvalue", kth}, {"kthvalue.values", kth},
   });
 }
 

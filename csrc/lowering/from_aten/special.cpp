@@ -1,6 +1,6 @@
 // Special and inverse-trig math: asin..atanh, erfc/erfinv/erfcx, lgamma/digamma/polygamma,
-// zeta, Bessel functions and the torch.special compositions built on them (i0e, ndtri,
-// log_ndtr, entr, xlogy, sinc, ...). Integer inputs promote to the default float dtype.
+// zeta, Bessel functions, Airy Ai, the orthogonal polynomials and the torch.special
+// compositions built on them (i0e, ndtri, log_ndtr, entr, xlogy, sinc, ...). Integer inputs promote to the default float dtype.
 // Compositions that overflow or cancel in f32 (scaled Bessel, polygamma, sinc) compute in f64.
 #include <cmath>
 
@@ -146,6 +146,10 @@ std::vector<Value> polygamma(Lower& L, Args a) {
 
 #define V3(name, fn) {name, fn}, {name ".out", fn}, {name "_", fn}
 #define V2(name, fn) {name, fn}, {name ".out", fn}
+#define POLY(name, op)                                                                                     \
+  {name, binary<OpCode::op>}, {name ".out", binary<OpCode::op>}, {name ".x_scalar", binary<OpCode::op>},     \
+      {name ".x_scalar_out", binary<OpCode::op>}, {name ".n_scalar", binary<OpCode::op>},                   \
+      {name ".n_scalar_out", binary<OpCode::op>}
 #define BIN3(name, op) {name, binary<OpCode::op>}, {name ".out", binary<OpCode::op>}, {name "_", binary<OpCode::op>}
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -179,6 +183,15 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
       {"special_xlog1py.other_scalar", xlogy<true>}, {"special_xlog1py.out", xlogy<true>},
       {"special_xlog1py.self_scalar_out", xlogy<true>}, {"special_xlog1py.other_scalar_out", xlogy<true>},
       {"polygamma", polygamma}, {"polygamma.out", polygamma},
+      V2("special_airy_ai", unary<OpCode::AiryAi>),
+      POLY("special_chebyshev_polynomial_t", ChebyshevT), POLY("special_chebyshev_polynomial_u", ChebyshevU),
+      POLY("special_chebyshev_polynomial_v", ChebyshevV), POLY("special_chebyshev_polynomial_w", ChebyshevW),
+      POLY("special_shifted_chebyshev_polynomial_t", ShiftedChebyshevT),
+      POLY("special_shifted_chebyshev_polynomial_u", ShiftedChebyshevU),
+      POLY("special_shifted_chebyshev_polynomial_v", ShiftedChebyshevV),
+      POLY("special_shifted_chebyshev_polynomial_w", ShiftedChebyshevW),
+      POLY("special_hermite_polynomial_h", HermiteH), POLY("special_hermite_polynomial_he", HermiteHe),
+      POLY("special_laguerre_polynomial_l", LaguerreL), POLY("special_legendre_polynomial_p", LegendreP),
   });
 }
 

@@ -176,6 +176,18 @@ std::vector<Value> threshold_backward(Lower& L, Args a) {
   return one(where(L, cmp(L, Cmp::LE, x, th), zero, g));
 }
 
+// softshrink_backward / hardshrink_backward(grad_out, self, lambd): grad where |x| > lambd
+// (or x is NaN), else 0.
+std::vector<Value> shrink_backward(Lower& L, Args a) {
+  DType dt = to_ir(result_type(a[0], a[1]), L.op());
+  Value g = L.in(a[0].toTensor(), dt), x = L.in(a[1].toTensor(), dt);
+  Value lam = L.scalar(a[2].toScalar(), dt);
+  Value inside = cmp(L, Cmp::GE, x, L.g.unary(OpCode::Negate, lam));
+  Value le = cmp(L, Cmp::LE, x, lam);
+  broadcast_all(L, {&inside, &le});
+  return one(where(L, L.g.binary(OpCode::And, inside, le), scal(L, 0, g), g));
+}
+
 std::vector<Value> threshold(Lower& L, Args a) {
   DType dt;
   Value x = input(L, a[0], false, &dt);
@@ -244,6 +256,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
       {"sigmoid_backward", sigmoid_backward}, {"sigmoid_backward.grad_input", sigmoid_backward},
       {"threshold_backward", threshold_backward}, {"threshold_backward.grad_input", threshold_backward},
       {"threshold", threshold}, {"threshold_", threshold}, {"threshold.out", threshold},
+      {"softshrink_backward", shrink_backward}, {"softshrink_backward.grad_input", shrink_backward},
+      {"hardshrink_backward", shrink_backward}, {"hardshrink_backward.grad_input", shrink_backward},
       {"lerp.Scalar", lerp}, {"lerp_.Scalar", lerp}, {"lerp.Scalar_out", lerp},
       {"lerp.Tensor", lerp}, {"lerp_.Tensor", lerp}, {"lerp.Tensor_out", lerp},
       {"addcmul", [](Lower& L, Args a) { return addcmuldiv(L, a, OpCode::Mul); }},

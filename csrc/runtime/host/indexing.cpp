@@ -1,4 +1,4 @@
-// gather / scatter / scatter_add along one axis (semantics in ir/ops.def). The index space
+// gather / scatter / scatter_add / scatter_reduce along one axis (semantics in ir/ops.def). The index space
 // (the indices shape) is simplified at compile time: size-1 dims dropped, neighbouring
 // non-axis dims merged where the operand is contiguous across them. The kernels walk it as
 // rows of its last dim, so index_select / embedding shapes ([N, D] indices into [V, D]) run
@@ -95,8 +95,11 @@ void copy_operand(const KernelArgs& a, size_t bytes) {
   });
 }
 
-// kAdd = false: scatter (plain store, T = storage type). kAdd = true: scatter_add (D's math).
-template <bool kAdd, DType D, class IT>
+// How a scatter combines an update u into its target t.
+enum class Combine { kSet, kAdd, kProd, kMax, kMin };
+
+// kSet: scatter (plain store, S = storage type); the others: D's math (ops.def semantics).
+template <Combine C, DType D, class IT>
 void scatter_kernel(const KernelArgs& a) {
   using M = DT<D>;
   using S = typename M::S;
@@ -113,15 +116,39 @@ void scatter_kernel(const KernelArgs& a) {
       int64_t v = static_cast<int64_t>(idx[pos + j]);
       if (static_cast<uint64_t>(v) >= n) continue;  // out of range (negative too): skipped
       S& t = ob[j * ls + v * as];
-      if constexpr (!kAdd) {
+      if constexpr (C == Combine::kSet) {
         t = u[pos + j];
-      } else if constexpr (D == DType::Bool) {
+      } else if constexpr (C == Combine::kAdd && D == DType::Bool) {
         t = static_cast<S>(t | u[pos + j]);
-      } else {
+      } else if constexpr (C == Combine::kAdd) {
         t = M::store(wrap_add(M::load(t), M::load(u[pos + j])));
+      } else if constexpr (C == Combine::kProd) {
+        t = M::store(wrap_mul(M::load(t), M::load(u[pos + j])));
+      } else if constexpr (C == Combine::kMax) {
+        t = M::store(nan_max(M::load(t), M::load(u[pos + j])));
+      } else {
+        t = M::store(nan_min(M::load(t), M::load(u[pos + j])));
       }
     }
   });
+}
+
+template <Combine C, class IT>
+KernelFn pick_combine(DType d) {
+  KernelFn fn = nullptr;
+  TPU_DISPATCH_DTYPE(d, fn = &scatter_kernel<C, D, IT>)
+  return fn;
+}
+
+template <class IT>
+KernelFn pick_reduce(const ir::Node& n, DType d) {
+  if (n.op == OpCode::ScatterAdd) return pick_combine<Combine::kAdd, IT>(d);
+  switch (n.attrs.reducer) {
+    case ir::Reducer::Prod: return pick_combine<Combine::kProd, IT>(d);
+    case ir::Reducer::Max: return pick_combine<Combine::kMax, IT>(d);
+    case ir::Reducer::Min: return pick_combine<Combine::kMin, IT>(d);
+    default: return nullptr;
+  }
 }
 
 // Plain gather/scatter move bits: pick by element size.
@@ -136,10 +163,10 @@ KernelFn pick_move(OpCode op, size_t elem) {
     }
   } else {
     switch (elem) {
-      case 1: return &scatter_kernel<false, DType::U8, IT>;
-      case 2: return &scatter_kernel<false, DType::F16, IT>;  // storage uint16_t
-      case 4: return &scatter_kernel<false, DType::I32, IT>;
-      case 8: return &scatter_kernel<false, DType::I64, IT>;
+      case 1: return &scatter_kernel<Combine::kSet, DType::U8, IT>;
+      case 2: return &scatter_kernel<Combine::kSet, DType::F16, IT>;  // storage uint16_t
+      case 4: return &scatter_kernel<Combine::kSet, DType::I32, IT>;
+      case 8: return &scatter_kernel<Combine::kSet, DType::I64, IT>;
     }
   }
   return nullptr;
@@ -179,11 +206,10 @@ void prepare_index(const ir::Graph& g, Step& s) {
   plan_space(x.shape, idx.shape, n.attrs.dims.at(0), s);
   size_t elem = ir::dtype_size(x.dtype);
   bool i64 = idx.dtype == DType::I64;
-  if (n.op != OpCode::ScatterAdd) {
+  if (n.op == OpCode::Gather || n.op == OpCode::Scatter) {
     s.fn = i64 ? pick_move<int64_t>(n.op, elem) : pick_move<int32_t>(n.op, elem);
   } else {
-    TPU_DISPATCH_DTYPE(x.dtype, s.fn = i64 ? &scatter_kernel<true, D, int64_t>
-                                           : &scatter_kernel<true, D, int32_t>)
+    s.fn = i64 ? pick_reduce<int64_t>(n, x.dtype) : pick_reduce<int32_t>(n, x.dtype);
   }
   TPU_CHECK(s.fn != nullptr, "[host ", ir::op_info(n.op).hlo, "] no kernel for dtype ",
             ir::dtype_name(x.dtype));

@@ -17,6 +17,7 @@
 
 #include "runtime/host/numeric.h"
 #include "runtime/host/special_math.h"
+#include "runtime/host/special_poly.h"
 
 namespace torch_tpu::host::ops {
 
@@ -157,6 +158,20 @@ TPU_UNARY_OP(BesselK1, static_cast<T>(special::bessel_k(1, x)))
 TPU_BINARY_OP(NextAfter, std::nextafter(a, b))
 TPU_BINARY_OP(Hypot, std::hypot(a, b))
 TPU_BINARY_OP(Zeta, static_cast<T>(special::zeta(a, b)))
+// Polynomials and Airy Ai in T itself (special_poly.h), as CPU evaluates them.
+TPU_UNARY_OP(AiryAi, special::airy_ai(x))
+TPU_BINARY_OP(ChebyshevT, special::chebyshev_poly(0, a, b))
+TPU_BINARY_OP(ChebyshevU, special::chebyshev_poly(1, a, b))
+TPU_BINARY_OP(ChebyshevV, special::chebyshev_poly(2, a, b))
+TPU_BINARY_OP(ChebyshevW, special::chebyshev_poly(3, a, b))
+TPU_BINARY_OP(ShiftedChebyshevT, special::shifted_chebyshev_poly(0, a, b))
+TPU_BINARY_OP(ShiftedChebyshevU, special::shifted_chebyshev_poly(1, a, b))
+TPU_BINARY_OP(ShiftedChebyshevV, special::shifted_chebyshev_poly(2, a, b))
+TPU_BINARY_OP(ShiftedChebyshevW, special::shifted_chebyshev_poly(3, a, b))
+TPU_BINARY_OP(HermiteH, special::hermite_poly(false, a, b))
+TPU_BINARY_OP(HermiteHe, special::hermite_poly(true, a, b))
+TPU_BINARY_OP(LaguerreL, special::laguerre_poly(a, b))
+TPU_BINARY_OP(LegendreP, special::legendre_poly(a, b))
 
 struct GcdOp {
   template <class T>

@@ -75,6 +75,13 @@ TEST(IrIndexing, Errors) {
                "[scatter] updates dtype mismatch; got i64, expected f32");
   expect_error([&] { g.op(OpCode::Scatter, {x, i}, dims_attr({0})); },
                "[scatter] wrong operand count; got 2, expected 3");
+  Attrs sum = dims_attr({0});
+  sum.reducer = Reducer::Sum;
+  expect_error([&] { g.op(OpCode::ScatterReduce, {x, i, x}, sum); },
+               "[scatter] updates shape mismatch");
+  Value u = g.param(DType::F32, {3, 4});
+  expect_error([&] { g.op(OpCode::ScatterReduce, {x, i, u}, sum); },
+               "[scatter] scatter_reduce needs a prod, max or min reducer; got reducer 0");
   Attrs bad = dims_attr({0});
   bad.ivalue = 2;
   expect_error([&] { g.op(OpCode::Sort, {x}, bad); }, "[sort] attrs.ivalue must be 0");
@@ -84,6 +91,21 @@ TEST(IrIndexing, Errors) {
   expect_error([&] { g.op(OpCode::Cumsum, {b}, dims_attr({0})); }, "[cumsum] unsupported dtype i1");
   expect_error([&] { g.op(OpCode::Cumprod, {x}, dims_attr({-1})); },
                "[reduce_window] dimension out of range; got -1");
+}
+
+TEST(IrIndexing, ScatterReducePrintsItsCombiner) {
+  const std::pair<Reducer, const char*> rows[] = {{Reducer::Prod, "multiply"}, {Reducer::Max, "maximum"}, {Reducer::Min, "minimum"}};
+  for (auto [r, op] : rows) {
+    Graph g;
+    Value x = g.param(DType::F32, {6}), i = g.param(DType::I32, {3}), u = g.param(DType::F32, {3});
+    Attrs at = dims_attr({0});
+    at.reducer = r;
+    Value y = g.op(OpCode::ScatterReduce, {x, i, u}, at);
+    EXPECT_EQ(g.dtype(y), DType::F32);
+    g.set_outputs({y});
+    std::string s = g.to_stablehlo();
+    EXPECT_NE(s.find(std::string("\"stablehlo.") + op + "\"(%t3_1, %t3_2)"), std::string::npos) << s;
+  }
 }
 
 TEST(IrIndexing, GatherPrintsFullCoordinates) {

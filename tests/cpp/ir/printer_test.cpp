@@ -150,6 +150,9 @@ TEST(IrPrinter, EveryOpPrints) {
   outs.push_back(g.op(OpCode::Gather, {f, ix}, dims_attr({1})));
   outs.push_back(g.op(OpCode::Scatter, {f, ix, f}, dims_attr({0})));
   outs.push_back(g.op(OpCode::ScatterAdd, {i, ix, i}, dims_attr({1})));
+  ir::Attrs smax = dims_attr({0});
+  smax.reducer = Reducer::Max;
+  outs.push_back(g.op(OpCode::ScatterReduce, {f, ix, f}, smax));
   outs.push_back(g.op(OpCode::Sort, {f}, dims_attr({1})));
   outs.push_back(g.op(OpCode::ArgSort, {i}, dims_attr({0})));
   outs.push_back(g.op(OpCode::Cumsum, {f}, dims_attr({1})));

@@ -1,4 +1,4 @@
-// gather / scatter / scatter_add on the host runtime against a scalar reference: every
+// gather / scatter / scatter_add / scatter_reduce on the host runtime against a scalar reference: every
 // dtype, every axis, indices smaller than the operand, i32 and i64 indices, duplicates,
 // out-of-range and negative indices (gather clamps, scatter skips), empty tensors, and
 // shapes large enough to run multi-threaded.
@@ -131,6 +131,44 @@ TEST(HostIndexing, ScatterAndScatterAddAllDtypesAxesAndShapes) {
                            std::string(add ? "scatter_add " : "scatter ") + ir::dtype_name(d) +
                                " " + ir::shape_str(c.idx) + " axis " + std::to_string(c.axis));
         }
+}
+
+// scatter_reduce (prod / max / min) against the sequential reference: duplicates combine in
+// row-major order, NaN propagates through max/min, i1 uses and/or, out-of-range is skipped.
+TEST(HostIndexing, ScatterReduceProdMaxMin) {
+  using ir::Reducer;
+  for (Reducer r : {Reducer::Prod, Reducer::Max, Reducer::Min})
+    for (DType d : {DType::F32, DType::F64, DType::BF16, DType::I32, DType::I64, DType::U8, DType::I8, DType::Bool})
+      for (DType it : {DType::I64, DType::I32}) {
+        Shape xs = {4, 3}, is = {6, 3};
+        Tensor x = make(d, xs, [&](int64_t k) { return d == DType::Bool ? (k % 3 != 0) : double(k % 5) - 1; });
+        Tensor u = make(d, is, [&](int64_t k) { return d == DType::Bool ? (k % 2) : double((k * 7) % 9) - 3; });
+        if (ir::is_float(d)) u.set(4, NAN);
+        Tensor idx = make(it, is, [](int64_t k) { return double(std::vector<int64_t>{0, 2, 2, 1, 7, 2}[k / 3]); });
+        ir::Attrs at = axis_attr(0);
+        at.reducer = r;
+        Graph g;
+        g.set_outputs({g.op(OpCode::ScatterReduce, {g.param(d, xs), g.param(it, is), g.param(d, is)}, at)});
+        Tensor out = run(g, {x, idx, u})[0];
+        Tensor want = x;
+        for (int64_t p = 0; p < idx.numel(); ++p) {
+          int64_t row = idx.geti(p), col = p % 3;
+          if (row < 0 || row >= 4) continue;
+          int64_t t = row * 3 + col;
+          double a = want.get(t), b = u.get(p), v;
+          if (d == DType::Bool) v = r == Reducer::Max ? double(a || b) : double(a && b);
+          else if (r == Reducer::Prod) v = a * b;
+          else if (std::isnan(a) || std::isnan(b)) v = NAN;
+          else v = r == Reducer::Max ? std::max(a, b) : std::min(a, b);
+          if (ir::is_float(d)) want.set(t, v);
+          else want.seti(t, static_cast<int64_t>(v));
+        }
+        for (int64_t k = 0; k < want.numel(); ++k) {
+          double got = out.get(k), w = want.get(k);
+          EXPECT_TRUE((std::isnan(got) && std::isnan(w)) || got == w)
+              << ir::dtype_name(d) << " reducer " << static_cast<int>(r) << " at " << k << ": got " << got << ", want " << w;
+        }
+      }
 }
 
 TEST(HostIndexing, OutOfRangeSemantics) {
