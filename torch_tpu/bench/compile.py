@@ -1,0 +1,216 @@
+"""python -m torch_tpu.bench compile [--steps N] [--rounds R] [--no-cold] [--no-resnet]
+
+torch.compile(backend="tpu") next to the alternatives, in one run from the same weights and
+batches:
+  * GPT train step (examples/gpt.py: 4 layers, width 128, context 128, batch 8; AdamW foreach
+    + clip_grad_norm_, the optimizer eager): tpu compiled, tpu fused eager, PyTorch CPU with
+    torch.compile (Inductor), PyTorch CPU eager. tpu runs at DEFAULT matmul precision (TPU
+    numerics: bf16 products, f32 accumulation), CPU in fp32.
+  * ResNet-18 inference (torchvision, batch 8, 3x112x112, eval mode, no_grad): the same sides.
+  * Cold first-call time of the compiled GPT train step (Dynamo + AOTAutograd + compile + first
+    run), ours vs Inductor's, each in a fresh process with empty caches (Inductor's FX graph
+    and kernel caches pointed at a new directory).
+Rounds alternate the sides; the best round counts (discounts other processes on a shared
+machine). tpu steps end with a stream sync.
+"""
+import argparse
+import copy
+import importlib.util
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+import torch_tpu
+
+_EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "gpt.py"
+
+
+def _load_gpt():
+    spec = importlib.util.spec_from_file_location("torch_tpu_gpt_example", _EXAMPLE)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _gpt_setup(batch):
+    gpt = _load_gpt()
+    torch.manual_seed(0)
+    chars, data = gpt.load_data()
+    cfg = gpt.Config(vocab=len(chars.chars))
+    model = gpt.GPT(cfg)
+    gen = torch.Generator().manual_seed(1)
+    batches = [gpt.get_batch(data, batch, cfg.ctx, gen) for _ in range(4)]
+    return gpt, cfg, model, batches
+
+
+def _sync(dev):
+    if dev == "tpu":
+        torch.tpu.synchronize()
+
+
+class _GptSide:
+    def __init__(self, gpt, model, dev, batches, compile_backend=None, fused=False):
+        self.dev, self.fused = dev, fused
+        self.model = copy.deepcopy(model).to(dev)
+        self.fwd = torch.compile(self.model, backend=compile_backend) if compile_backend else self.model
+        self.opt = gpt.make_optimizer(self.model)
+        self.batches = [(x.to(dev), y.to(dev)) for x, y in batches]
+        self.gpt, self.i, self.last_loss = gpt, 0, None
+
+    def steps(self, n):
+        mode = torch_tpu.eager_mode(torch_tpu.EagerMode.DEFER_AND_FUSE) if self.fused else _Null()
+        with mode:
+            for _ in range(n):
+                x, y = self.batches[self.i % len(self.batches)]
+                self.i += 1
+                _, loss = self.fwd(x, y)
+                self.opt.zero_grad(set_to_none=True)
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0, foreach=True)
+                self.opt.step()
+                self.last_loss = loss
+            _sync(self.dev)
+
+    def timed(self, n):
+        t0 = time.perf_counter()
+        self.steps(n)
+        return (time.perf_counter() - t0) / n
+
+
+class _ResnetSide:
+    def __init__(self, model, dev, x, compile_backend=None, fused=False):
+        self.dev, self.fused = dev, fused
+        self.model = copy.deepcopy(model).to(dev).eval()
+        self.fwd = torch.compile(self.model, backend=compile_backend) if compile_backend else self.model
+        self.x = x.to(dev)
+        self.last = None
+
+    def steps(self, n):
+        mode = torch_tpu.eager_mode(torch_tpu.EagerMode.DEFER_AND_FUSE) if self.fused else _Null()
+        with mode, torch.no_grad():
+            for _ in range(n):
+                self.last = self.fwd(self.x)
+            _sync(self.dev)
+
+    def timed(self, n):
+        t0 = time.perf_counter()
+        self.steps(n)
+        return (time.perf_counter() - t0) / n
+
+
+class _Null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+_SIDES = [("tpu_compiled", "tpu torch.compile(backend='tpu')"), ("tpu_fused", "tpu fused eager (DEFER_AND_FUSE)"),
+          ("cpu_inductor", "CPU torch.compile (Inductor)"), ("cpu_eager", "CPU eager fp32")]
+
+
+def _make(kind, make_side):
+    return {
+        "tpu_compiled": lambda: make_side("tpu", "tpu", False),
+        "tpu_fused": lambda: make_side("tpu", None, True),
+        "cpu_inductor": lambda: make_side("cpu", "inductor", False),
+        "cpu_eager": lambda: make_side("cpu", None, False),
+    }[kind]()
+
+
+def _race(sides, warmup, steps, rounds):
+    for s in sides.values():
+        s.steps(warmup)
+    best = {k: float("inf") for k in sides}
+    for _ in range(rounds):
+        for k, s in sides.items():
+            best[k] = min(best[k], s.timed(steps))
+    return best
+
+
+def _table(title, best, extra):
+    fastest_cpu = min(best["cpu_eager"], best["cpu_inductor"])
+    print(title)
+    print(f"  {'side':<36} {'ms':>9} {'vs faster CPU':>14} {extra[0]:>10}")
+    for k, label in _SIDES:
+        print(f"  {label:<36} {best[k] * 1e3:9.1f} {best[k] / fastest_cpu:13.2f}x {extra[1](k):>10}")
+
+
+def _cold(kind, batch):
+    """Runs in a fresh process: the first compiled GPT train step, timed."""
+    gpt, cfg, model, batches = _gpt_setup(batch)
+    dev, backend = ("tpu", "tpu") if kind == "tpu" else ("cpu", "inductor")
+    torch_tpu.set_matmul_precision("default")
+    t0 = time.perf_counter()
+    side = _GptSide(gpt, model, dev, batches[:1], compile_backend=backend)
+    side.steps(1)
+    first = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    side.steps(1)
+    second = time.perf_counter() - t1
+    print(json.dumps({"first": first, "second": second}))
+
+
+def _cold_in_subprocess(kind, batch):
+    with tempfile.TemporaryDirectory(prefix="bench_compile_") as d:
+        env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=os.path.join(d, "inductor"), TRITON_CACHE_DIR=os.path.join(d, "triton"),
+                   TORCH_TPU_CACHE_DIR=os.path.join(d, "tpu"))
+        out = subprocess.run([sys.executable, "-m", "torch_tpu.bench", "compile", "--cold-child", kind, "--batch", str(batch)],
+                             env=env, capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(f"cold {kind} run failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m torch_tpu.bench compile")
+    ap.add_argument("--steps", type=int, default=5, help="timed steps per round and side")
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--no-cold", action="store_true", help="skip the cold first-call measurement")
+    ap.add_argument("--no-resnet", action="store_true")
+    ap.add_argument("--cold-child", choices=["tpu", "inductor"], help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.cold_child:
+        _cold(args.cold_child, args.batch)
+        return 0
+
+    prev_prec = torch_tpu.get_matmul_precision()
+    torch_tpu.set_matmul_precision("default")
+    try:
+        print(f"threads: torch {torch.get_num_threads()}; best of {args.rounds} rounds x {args.steps} steps "
+              f"after {args.warmup} warm-up; tpu at DEFAULT precision, CPU fp32")
+        gpt, cfg, model, batches = _gpt_setup(args.batch)
+        sides = {k: _make(k, lambda dev, be, fu: _GptSide(gpt, model, dev, batches, be, fu)) for k, _ in _SIDES}
+        best = _race(sides, args.warmup, args.steps, args.rounds)
+        _table(f"GPT train step ({cfg.layers} layers, width {cfg.width}, ctx {cfg.ctx}, batch {args.batch}):", best,
+               ("last loss", lambda k: f"{sides[k].last_loss.item():.4f}"))
+        if not args.no_resnet:
+            from torchvision.models import resnet18
+
+            torch.manual_seed(0)
+            net = resnet18(num_classes=100)
+            x = torch.randn(8, 3, 112, 112)
+            rs = {k: _make(k, lambda dev, be, fu: _ResnetSide(net, dev, x, be, fu)) for k, _ in _SIDES}
+            best_r = _race(rs, 1, max(2, args.steps // 2), args.rounds)
+            ref = rs["cpu_eager"].last.float()
+            _table("ResNet-18 inference (batch 8, 3x112x112):", best_r,
+                   ("max |diff|", lambda k: f"{(rs[k].last.cpu().float() - ref).abs().max().item():.2e}"))
+        if not args.no_cold:
+            ours = _cold_in_subprocess("tpu", args.batch)
+            theirs = _cold_in_subprocess("inductor", args.batch)
+            print("Cold first call of the compiled GPT train step (fresh process, empty caches):")
+            print(f"  tpu backend: {ours['first']:.2f} s (next step {ours['second'] * 1e3:.0f} ms)")
+            print(f"  Inductor CPU: {theirs['first']:.2f} s (next step {theirs['second'] * 1e3:.0f} ms)")
+            print(f"  ratio ours/Inductor: {ours['first'] / theirs['first']:.2f}x")
+    finally:
+        torch_tpu.set_matmul_precision(prev_prec)
+    return 0
