@@ -305,6 +305,8 @@ void infer(const Graph& g, Node& n) {
       return infer_sort(g, n);
     case OpKind::kScan:
       return infer_scan(g, n);
+    case OpKind::kLinalg:
+      return infer_linalg(g, n);
     case OpKind::kLeaf:
       if (n.op == OpCode::Iota) {
         TPU_CHECK(n.attrs.dims.size() == 1, "[iota] needs exactly one dimension; got ",

@@ -201,6 +201,8 @@ constexpr Row kRows[] = {
     {OpCode::ArgSort, nullptr, emit_sort},
     {OpCode::Cumsum, nullptr, emit_scan},
     {OpCode::Cumprod, nullptr, emit_scan},
+    {OpCode::TriangularSolve, triangular_solve_attrs, nullptr},
+    {OpCode::CustomCall, nullptr, emit_custom_call},
 };
 
 const Row& row_for(OpCode op) {

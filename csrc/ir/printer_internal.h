@@ -82,5 +82,8 @@ void emit_gather(Emitter& e, int id);
 void emit_scatter(Emitter& e, int id);  // Scatter / ScatterAdd
 void emit_sort(Emitter& e, int id);     // Sort / ArgSort
 void emit_scan(Emitter& e, int id);     // Cumsum / Cumprod
+// printer_linalg.cpp
+std::string triangular_solve_attrs(const Graph& g, const Node& n);
+void emit_custom_call(Emitter& e, int id);
 
 }  // namespace torch_tpu::ir::printer

@@ -31,7 +31,9 @@ bool add(const c10::IValue& v, std::vector<int64_t>& s) {
       s.push_back(kTensor);
       s.push_back(static_cast<int64_t>(t.scalar_type()));
       s.push_back(t.device().index());
-      s.push_back(t.dim());
+      // Contiguity is part of the signature: a lowering may choose its graph by it (linalg
+      // factors A^T for a contiguous A, as PyTorch CPU and ATen's backward formulas do).
+      s.push_back(t.dim() * 2 + (t.is_contiguous() ? 1 : 0));
       for (int64_t d : t.sizes()) s.push_back(d);
       return true;
     }

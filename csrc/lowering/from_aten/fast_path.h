@@ -1,5 +1,5 @@
 // The per-op fast path of the boxed kernels: the first call of an op with a given argument
-// signature (dtypes, shapes, devices, scalar values, non-tensor arguments, precision) records
+// signature (dtypes, shapes, contiguity, devices, scalar values, non-tensor arguments, precision) records
 // how its lowered graph binds the arguments; later calls with the same signature skip the
 // lowering, graph building and hashing and go straight to launch (or to the fused window).
 #pragma once

@@ -91,6 +91,7 @@ void prepare(const ir::Graph& g, Step& s) {
     case ir::OpKind::kIndex: return prepare_index(g, s);
     case ir::OpKind::kSort: return prepare_sort(g, s);
     case ir::OpKind::kScan: return prepare_scan(g, s);
+    case ir::OpKind::kLinalg: return prepare_linalg(g, s);
   }
 }
 
@@ -125,11 +126,30 @@ std::unique_ptr<Plan> make_plan(const ir::Graph& graph, const PlanOptions& opt) 
     p.max_results = std::max(p.max_results, static_cast<int>(s.results.size()));
     p.steps.push_back(std::move(s));
   };
+  // The live results of one custom call (equal operands and attrs but the result index)
+  // run as one step, placed at the first of them the plan reaches (each consumer comes
+  // after its own producer, so after that step); `grouped` marks the others.
+  std::vector<bool> grouped(nv, false);
+  auto call_results = [&](int i) {
+    std::vector<int> r{i};
+    const ir::Node& n = nodes[i];
+    for (int j = 0; j < nv; ++j) {
+      const ir::Node& m = nodes[j];
+      if (j == i || !live[j] || step_of[j] >= 0 || grouped[j] || m.is_param ||
+          m.op != ir::OpCode::CustomCall || m.operands != n.operands || m.attrs.ivalue != n.attrs.ivalue ||
+          !std::equal(m.attrs.dims.begin() + 1, m.attrs.dims.end(), n.attrs.dims.begin() + 1, n.attrs.dims.end()))
+        continue;
+      grouped[j] = true;
+      r.push_back(j);
+    }
+    return r;
+  };
   auto node_step = [&](int i) {
     Step s;
     s.node = i;
     s.n = &nodes[i];
     s.operands = nodes[i].operands;
+    if (nodes[i].op == ir::OpCode::CustomCall) s.results = call_results(i);
     prepare(p.graph, s);
     return s;
   };
@@ -162,12 +182,14 @@ std::unique_ptr<Plan> make_plan(const ir::Graph& graph, const PlanOptions& opt) 
     }
     // Without fusion every node is a step, in node order; with fusion leaves come first
     // (no operands) and the rest follows the partition's cluster order below.
+    if (grouped[i]) continue;
     if (!opt.fuse || ir::op_info(n.op).kind == ir::OpKind::kLeaf) add_step(node_step(i));
   }
   if (opt.fuse) {
     for (const ir::Cluster& c : ir::partition(p.graph)) {
       if (c.anchor || c.size() < 2) {
-        for (int v : c.main) add_step(node_step(v));
+        for (int v : c.main)
+          if (!grouped[v]) add_step(node_step(v));
         if (c.sink >= 0) add_step(node_step(c.sink));
         continue;
       }

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "ir/custom_call.h"
 #include "ir/graph.h"
 #include "ir_test_util.h"
 
@@ -157,6 +158,9 @@ TEST(IrPrinter, EveryOpPrints) {
   outs.push_back(g.op(OpCode::ArgSort, {i}, dims_attr({0})));
   outs.push_back(g.op(OpCode::Cumsum, {f}, dims_attr({1})));
   outs.push_back(g.op(OpCode::Cumprod, {i}, dims_attr({0})));
+  Value sq = g.param(DType::F32, {3, 3});
+  outs.push_back(g.op(OpCode::TriangularSolve, {sq, g.transpose(f, {1, 0})}, dims_attr({1, 1, 0, 0})));
+  outs.push_back(g.op(OpCode::CustomCall, {sq}, custom_call_attrs(CustomCallTarget::Getrf, 0)));
   for (DType t : {DType::F16, DType::BF16, DType::F32, DType::F64}) {
     outs.push_back(g.op(OpCode::RngUniform, {st}, {}, {2}, t));
     outs.push_back(g.op(OpCode::RngNormal, {st}, {}, {}, t));
