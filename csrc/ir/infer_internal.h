@@ -8,5 +8,6 @@ namespace torch_tpu::ir {
 void infer_index(const Graph& g, Node& n);  // gather, scatter, scatter_add (infer_indexing.cpp)
 void infer_sort(const Graph& g, Node& n);   // sort, argsort
 void infer_scan(const Graph& g, Node& n);   // cumsum, cumprod
+void infer_window(const Graph& g, Node& n); // convolution, reduce_window (infer_window.cpp)
 
 }  // namespace torch_tpu::ir

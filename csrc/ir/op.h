@@ -19,6 +19,7 @@ enum class OpKind : uint8_t {
   kIndex,  // gather / scatter along one axis
   kSort,   // sort / argsort along one axis
   kScan,   // inclusive cumulative sum / product along one axis
+  kWindow, // convolution, reduce_window
 };
 
 // Allowed-dtype classes (bit set).

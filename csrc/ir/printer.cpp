@@ -200,6 +200,8 @@ constexpr Row kRows[] = {
     {OpCode::ArgSort, nullptr, emit_sort},
     {OpCode::Cumsum, nullptr, emit_scan},
     {OpCode::Cumprod, nullptr, emit_scan},
+    {OpCode::Convolution, nullptr, emit_conv},
+    {OpCode::ReduceWindow, nullptr, emit_reduce_window},
 };
 
 const Row& row_for(OpCode op) {

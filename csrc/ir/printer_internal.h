@@ -82,5 +82,8 @@ void emit_gather(Emitter& e, int id);
 void emit_scatter(Emitter& e, int id);  // Scatter / ScatterAdd
 void emit_sort(Emitter& e, int id);     // Sort / ArgSort
 void emit_scan(Emitter& e, int id);     // Cumsum / Cumprod
+// printer_window.cpp
+void emit_conv(Emitter& e, int id);           // Convolution
+void emit_reduce_window(Emitter& e, int id);  // ReduceWindow
 
 }  // namespace torch_tpu::ir::printer

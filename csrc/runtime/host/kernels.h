@@ -63,6 +63,8 @@ void prepare_rng(const ir::Graph& g, Step& s);
 void prepare_index(const ir::Graph& g, Step& s);       // gather, scatter, scatter_add
 void prepare_sort(const ir::Graph& g, Step& s);        // sort, argsort
 void prepare_scan(const ir::Graph& g, Step& s);        // cumsum, cumprod
+void prepare_window(const ir::Graph& g, Step& s);      // reduce_window; convolution via:
+void prepare_conv(const ir::Graph& g, Step& s);        // convolution (conv.cpp, oneDNN)
 // One loop over a fused cluster of ir::partition (fused.cpp). Fills s.operands (the
 // cluster's inputs), s.results (the members written to memory; s.node = results[0]),
 // s.fused and s.fn.

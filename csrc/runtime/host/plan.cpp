@@ -91,6 +91,7 @@ void prepare(const ir::Graph& g, Step& s) {
     case ir::OpKind::kIndex: return prepare_index(g, s);
     case ir::OpKind::kSort: return prepare_sort(g, s);
     case ir::OpKind::kScan: return prepare_scan(g, s);
+    case ir::OpKind::kWindow: return prepare_window(g, s);
   }
 }
 

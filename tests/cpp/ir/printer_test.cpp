@@ -154,6 +154,18 @@ TEST(IrPrinter, EveryOpPrints) {
   outs.push_back(g.op(OpCode::ArgSort, {i}, dims_attr({0})));
   outs.push_back(g.op(OpCode::Cumsum, {f}, dims_attr({1})));
   outs.push_back(g.op(OpCode::Cumprod, {i}, dims_attr({0})));
+  {
+    Attrs w;
+    w.window_strides = w.lhs_dilation = w.rhs_dilation = {1};
+    w.pad_lo = w.pad_hi = {0};
+    Value x3 = g.reshape(f, {1, 2, 3});
+    outs.push_back(g.conv(x3, g.reshape(f, {3, 2, 1}), w));
+    w.window = {1, 2, 2};
+    w.window_strides = w.lhs_dilation = w.rhs_dilation = {1, 1, 1};
+    w.pad_lo = w.pad_hi = {0, 0, 0};
+    w.reducer = Reducer::Max;
+    outs.push_back(g.reduce_window(x3, w));
+  }
   for (DType t : {DType::F16, DType::BF16, DType::F32, DType::F64}) {
     outs.push_back(g.op(OpCode::RngUniform, {st}, {}, {2}, t));
     outs.push_back(g.op(OpCode::RngNormal, {st}, {}, {}, t));
