@@ -40,8 +40,8 @@ void infer_conv(const Graph& g, Node& n) {
   const Attrs& a = n.attrs;
   TPU_CHECK(l.dtype == r.dtype, "[convolution] operand dtypes differ; got ", dtype_name(l.dtype),
             " and ", dtype_name(r.dtype));
-  TPU_CHECK(is_float(l.dtype), "[convolution] unsupported dtype; got ", dtype_name(l.dtype),
-            ", expected a float type");
+  TPU_CHECK(!is_bool(l.dtype), "[convolution] unsupported dtype; got ", dtype_name(l.dtype),
+            ", expected a float or integer type");
   size_t rank = l.shape.size();
   TPU_CHECK(rank >= 3 && rank <= 5, "[convolution] lhs must be [N, C, spatial...] with 1 to 3 spatial dims; got ",
             shape_str(l.shape));

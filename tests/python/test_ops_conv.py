@@ -123,6 +123,9 @@ TRANSPOSED = [
     ("t2d_groups", (2, 6, 4, 4), (6, 1, 2, 2), dict(groups=3, stride=2)),
     ("t2d_big_pad", (1, 2, 6, 6), (2, 2, 3, 3), dict(padding=2)),
     ("t3d", (1, 2, 3, 4, 3), (2, 3, 2, 3, 2), dict(stride=2, padding=(0, 1, 0), output_padding=(1, 0, 1))),
+    # output_padding >= stride (allowed below the dilation): the input grad is cropped
+    ("t2d_outpad_over_stride", (2, 2, 4, 4), (2, 2, 4, 5), dict(stride=(3, 2), padding=(1, 2), output_padding=(2, 3),
+                                                              groups=2, dilation=(4, 4))),
 ]
 
 
@@ -197,8 +200,24 @@ def test_conv_errors_match_cpu(fn, xs, ws, kw):
         fn(x.to(DEV), w.to(DEV), **kw).cpu()
 
 
-def test_conv_integer_input_raises():
-    x, w = torch.ones(1, 1, 3, 3, dtype=torch.int64), torch.ones(1, 1, 1, 1, dtype=torch.int64)
+def test_conv_and_pool_integers_exact():
+    gen = torch.Generator().manual_seed(6)
+    x = torch.randint(-5, 6, (2, 4, 7, 6), generator=gen)
+    w = torch.randint(-3, 4, (6, 2, 3, 2), generator=gen)
+    b = torch.randint(-3, 4, (6,), generator=gen)
+    want = F.conv2d(x, w, b, stride=(2, 1), padding=1, groups=2)
+    assert torch.equal(F.conv2d(x.to(DEV), w.to(DEV), b.to(DEV), stride=(2, 1), padding=1, groups=2).cpu(), want)
+    wt = torch.randint(-3, 4, (4, 3, 2, 2), generator=gen)
+    assert torch.equal(F.conv_transpose2d(x.to(DEV), wt.to(DEV), stride=2).cpu(), F.conv_transpose2d(x, wt, stride=2))
+    for dt in (torch.int64, torch.int32, torch.uint8):
+        xi = x.abs().to(dt) if dt == torch.uint8 else x.to(dt)
+        v, i = F.max_pool2d(xi, 3, 2, 1, return_indices=True)
+        vt, it = F.max_pool2d(xi.to(DEV), 3, 2, 1, return_indices=True)
+        assert torch.equal(vt.cpu(), v) and torch.equal(it.cpu(), i)
+
+
+def test_conv_bool_input_raises():
+    x, w = torch.ones(1, 1, 3, 3, dtype=torch.bool), torch.ones(1, 1, 1, 1, dtype=torch.bool)
     with pytest.raises((RuntimeError, NotImplementedError)):
         F.conv2d(x.to(DEV), w.to(DEV)).cpu()
 

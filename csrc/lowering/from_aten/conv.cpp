@@ -38,8 +38,8 @@ void check_input(Lower& L, const at::Tensor& x, const at::Tensor& w, const ConvP
               "same rank; got input ", x.sizes(), " and weight ", w.sizes());
   TORCH_CHECK(x.scalar_type() == w.scalar_type(), "[", L.op(), "] input and weight dtypes differ; got ",
               x.scalar_type(), " and ", w.scalar_type(), ", expected the same");
-  TORCH_CHECK(at::isFloatingType(x.scalar_type()), "[", L.op(), "] unsupported dtype; got ", x.scalar_type(),
-              ", expected a floating point type");
+  TORCH_CHECK(x.scalar_type() != at::kBool && !at::isComplexType(x.scalar_type()), "[", L.op(),
+              "] unsupported dtype; got ", x.scalar_type(), ", expected a floating point or integer type");
   for (const auto* v : {&p.stride, &p.padding, &p.dilation})
     TORCH_CHECK(static_cast<int64_t>(v->size()) == S, "[", L.op(), "] expected ", S,
                 " entries per stride/padding/dilation; got ", v->size());
@@ -146,6 +146,11 @@ Value conv_weight_grad(Lower& L, Value x, Value gy, const ConvParams& p, const i
 
 ir::Shape spatial(const ir::Shape& s) { return ir::Shape(s.begin() + 2, s.end()); }
 
+Value crop(Lower& L, Value v, const ir::Shape& shape) {
+  if (L.g.shape(v) == shape) return v;
+  return L.g.slice(v, std::vector<int64_t>(shape.size(), 0), shape, std::vector<int64_t>(shape.size(), 1));
+}
+
 // convolution_overrideable(input, weight, bias?, stride, padding, dilation, transposed,
 //                          output_padding, groups)
 std::vector<Value> convolution(Lower& L, Args a) {
@@ -193,7 +198,10 @@ void convolution_backward(const c10::OperatorHandle& op, torch::jit::Stack* stac
     Value gy = L.in(go), w = L.in(weight);
     if (mask[0]) {
       ir::Shape X = spatial(shape_of(input));
-      outs.push_back(p.transposed ? conv_forward(L, gy, w, p) : conv_data_grad(L, gy, w, p, X));
+      // A transposed conv's output_padding may exceed its stride (up to dilation - 1): the
+      // plain conv of gy then has trailing positions beyond the input, which are cropped.
+      outs.push_back(p.transposed ? crop(L, conv_forward(L, gy, w, p), shape_of(input))
+                                  : conv_data_grad(L, gy, w, p, X));
       which.push_back(0);
     }
     if (mask[1]) {

@@ -118,8 +118,8 @@ void fold_taps(Lower& L, const std::vector<TapDim>& dims, size_t i, Value cur, V
 }
 
 std::vector<Value> max_taps(Lower& L, Value x, const std::vector<TapDim>& dims, const ir::Shape& out) {
-  DType dt = L.g.dtype(x);
-  Best b{L.g.constant(-INFINITY, dt, out), L.g.constant(0, DType::I64, out), L.g.constant(0, DType::Bool, out)};
+  DType dt = L.g.dtype(x);  // the initial best is never read (the first valid tap wins)
+  Best b{L.g.constant(ir::is_float(dt) ? -INFINITY : 0.0, dt, out), L.g.constant(0, DType::I64, out), L.g.constant(0, DType::Bool, out)};
   fold_taps(L, dims, 0, x, L.g.constant(0, DType::I64, out), L.g.constant(1, DType::Bool, out), out, b);
   return {b.val, b.idx};
 }
@@ -145,11 +145,11 @@ std::vector<Value> max_pool(Lower& L, Args a, int64_t S) {
   const at::Tensor& self = a[0].toTensor();
   Pool P = pool_geometry(L, self, S, a, 1, true, a[5].toBool());
   DType dt = to_ir(self.scalar_type(), L.op());
-  TORCH_CHECK(ir::is_float(dt), "[", L.op(), "] unsupported dtype; got ", self.scalar_type(), ", expected a float type");
+  TORCH_CHECK(dt != DType::Bool, "[", L.op(), "] unsupported dtype; got ", self.scalar_type(),
+              ", expected a float or integer type");
   Value x = L.in(self);
   int64_t r = self.dim();
   std::vector<TapDim> dims;
-  ir::Shape cur = P.in_shape;
   for (int64_t i = 0; i < S; ++i) {
     int64_t ax = r - S + i, X = P.X[i], Y = P.Y[i], k = P.k[i], s = P.s[i], p = P.p[i], d = P.d[i];
     int64_t need = (Y - 1) * s + (k - 1) * d + 1;  // padded length the taps read

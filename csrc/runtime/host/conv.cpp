@@ -1,6 +1,6 @@
 // convolution on the host: oneDNN's f32 forward convolution (plain ncdhw / goidhw layouts,
 // one primitive per geometry, cached process-wide like host::gemm) for f32/bf16/f16, and a
-// direct loop for f64 (oneDNN has no f64 convolution). Operands are packed to f32 first when
+// direct loop for f64 and integers (oneDNN has neither). Operands are packed to f32 first when
 // their values change (bf16/f16 widening, bf16 rounding for DEFAULT/HIGH) or their layout
 // does (lhs dilation or negative padding: the input is materialized dilated and padded).
 // F32 precision as dot_general (docs/decisions/convolution.md):
@@ -244,12 +244,15 @@ void conv_kernel(const KernelArgs& a) {
   }
 }
 
-// f64: direct loops with f64 accumulation (oneDNN has no f64 convolution).
-void conv_f64_kernel(const KernelArgs& a) {
+// f64 and integers: direct loops, f64 sums / wrapping integer sums (oneDNN has neither).
+template <DType D>
+void conv_direct_kernel(const KernelArgs& a) {
+  using S = typename DT<D>::S;
+  using Acc = std::conditional_t<std::is_floating_point_v<S>, double, uint64_t>;
   Geo g = decode(a.step.v0);
-  const double* x = static_cast<const double*>(a.in[0]);
-  const double* w = static_cast<const double*>(a.in[1]);
-  double* y = static_cast<double*>(a.out);
+  const S* x = static_cast<const S*>(a.in[0]);
+  const S* w = static_cast<const S*>(a.in[1]);
+  S* y = static_cast<S*>(a.out);
   int64_t Cg = g.C / g.G, Og = g.O / g.G, yp = g.out_plane();
   int64_t work = std::max<int64_t>(1, Cg * g.k_plane() * yp);
   parallel_for(g.N * g.O, std::max<int64_t>(1, kParallelGrain / work), [&](int64_t b, int64_t e) {
@@ -257,7 +260,7 @@ void conv_f64_kernel(const KernelArgs& a) {
       int64_t n = no / g.O, o = no % g.O, grp = o / Og;
       for (int64_t q = 0; q < yp; ++q) {
         int64_t yo[3] = {q / (g.Y[1] * g.Y[2]), q / g.Y[2] % g.Y[1], q % g.Y[2]};
-        double acc = 0;
+        Acc acc = 0;
         for (int64_t c = 0; c < Cg; ++c)
           for (int64_t k = 0; k < g.k_plane(); ++k) {
             int64_t kk[3] = {k / (g.K[1] * g.K[2]), k / g.K[2] % g.K[1], k % g.K[2]}, idx = 0;
@@ -267,9 +270,11 @@ void conv_f64_kernel(const KernelArgs& a) {
               ok = p >= 0 && p % g.ld[d] == 0 && p / g.ld[d] < g.X[d];
               idx = idx * g.X[d] + (ok ? p / g.ld[d] : 0);
             }
-            if (ok) acc += x[(n * g.C + grp * Cg + c) * g.in_plane() + idx] * w[(o * Cg + c) * g.k_plane() + k];
+            if (ok)
+              acc += static_cast<Acc>(x[(n * g.C + grp * Cg + c) * g.in_plane() + idx]) *
+                     static_cast<Acc>(w[(o * Cg + c) * g.k_plane() + k]);
           }
-        y[no * yp + q] = acc;
+        y[no * yp + q] = static_cast<S>(acc);
       }
     }
   });
@@ -310,8 +315,10 @@ void prepare_conv(const ir::Graph& graph, Step& s) {
     }
   }
   s.v0 = encode(g);
-  if (l.dtype == DType::F64) {
-    s.fn = &conv_f64_kernel;
+  if (!ir::is_float(l.dtype) || l.dtype == DType::F64) {
+    TPU_DISPATCH_DTYPE(l.dtype, if constexpr (D != DType::Bool && D != DType::F16 && D != DType::BF16 &&
+                                              D != DType::F32) s.fn = &conv_direct_kernel<D>;)
+    TPU_CHECK(s.fn != nullptr, "[host convolution] no kernel for dtype ", ir::dtype_name(l.dtype));
     return;
   }
   bool high = l.dtype == DType::F32 && at.precision == ir::Precision::High;

@@ -35,11 +35,11 @@ TEST(IrWindow, ConvShapes) {
 TEST(IrWindow, ConvErrors) {
   Graph g;
   Value x = g.param(DType::F32, {2, 4, 9}), w = g.param(DType::F32, {6, 3, 3});
-  Value i = g.param(DType::I32, {2, 4, 9}), wb = g.param(DType::BF16, {6, 4, 3});
+  Value i = g.param(DType::Bool, {2, 4, 9}), wb = g.param(DType::BF16, {6, 4, 3});
   Attrs a = conv_attrs({1}, {0}, {0}, {1}, {1});
   expect_error([&] { g.conv(x, w, a); }, "[convolution] input features mismatch");
   expect_error([&] { g.conv(x, wb, a); }, "[convolution] operand dtypes differ");
-  expect_error([&] { g.conv(i, i, a); }, "[convolution] unsupported dtype; got i32");
+  expect_error([&] { g.conv(i, i, a); }, "[convolution] unsupported dtype; got i1");
   expect_error([&] { g.conv(x, g.param(DType::F32, {6, 4}), a); }, "rhs rank mismatch");
   expect_error([&] { g.conv(g.param(DType::F32, {2, 4}), g.param(DType::F32, {6, 4}), a); },
                "lhs must be [N, C, spatial...]");

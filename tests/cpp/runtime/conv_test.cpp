@@ -1,6 +1,6 @@
 // convolution and reduce_window on the host against scalar references: 1-d/2-d/3-d,
 // strides, padding (negative too), lhs/rhs dilation, groups; f32 at the three precisions,
-// f64, bf16, f16; empty shapes.
+// f64, bf16, f16, integers; empty shapes.
 #include <algorithm>
 #include <cmath>
 
@@ -89,6 +89,8 @@ TEST(HostConv, F32HighestAndF64) {
   for (const ConvCase& c : cases()) {
     check(c, DType::F32, ir::Precision::Highest, ident, 1e-5);
     check(c, DType::F64, ir::Precision::Default, ident, 1e-12);  // f64 ignores the precision
+    check(c, DType::I32, ir::Precision::Default, ident, 0);      // integers: exact
+    check(c, DType::I64, ir::Precision::Default, ident, 0);
   }
 }
 
