@@ -48,6 +48,9 @@ bool Attrs::operator==(const Attrs& o) const {
   return dims == o.dims && start == o.start && limit == o.limit && stride == o.stride &&
          lhs_batch == o.lhs_batch && rhs_batch == o.rhs_batch &&
          lhs_contract == o.lhs_contract && rhs_contract == o.rhs_contract &&
+         window == o.window && window_strides == o.window_strides && pad_lo == o.pad_lo &&
+         pad_hi == o.pad_hi && lhs_dilation == o.lhs_dilation &&
+         rhs_dilation == o.rhs_dilation && groups == o.groups &&
          __builtin_memcmp(&value, &o.value, sizeof value) == 0 &&
          ivalue == o.ivalue && direction == o.direction && reducer == o.reducer &&
          precision == o.precision;
@@ -61,8 +64,10 @@ uint64_t node_hash(const Node& n) {
   for (int o : n.operands) h = mix(h, static_cast<uint64_t>(o));
   const Attrs& a = n.attrs;
   for (const auto* v : {&a.dims, &a.start, &a.limit, &a.stride, &a.lhs_batch, &a.rhs_batch,
-                        &a.lhs_contract, &a.rhs_contract})
+                        &a.lhs_contract, &a.rhs_contract, &a.window, &a.window_strides,
+                        &a.pad_lo, &a.pad_hi, &a.lhs_dilation, &a.rhs_dilation})
     h = mix_vec(h, *v);
+  h = mix(h, static_cast<uint64_t>(a.groups));
   uint64_t bits;
   static_assert(sizeof(bits) == sizeof(a.value));
   __builtin_memcpy(&bits, &a.value, sizeof bits);
@@ -307,6 +312,8 @@ void infer(const Graph& g, Node& n) {
       return infer_scan(g, n);
     case OpKind::kLinalg:
       return infer_linalg(g, n);
+    case OpKind::kWindow:
+      return infer_window(g, n);
     case OpKind::kLeaf:
       if (n.op == OpCode::Iota) {
         TPU_CHECK(n.attrs.dims.size() == 1, "[iota] needs exactly one dimension; got ",

@@ -25,6 +25,10 @@ struct Attrs {
   std::vector<int64_t> dims;           // broadcast/transpose/reduce/concat/iota/reverse dims
   std::vector<int64_t> start, limit, stride;  // slice
   std::vector<int64_t> lhs_batch, rhs_batch, lhs_contract, rhs_contract;  // dot
+  // convolution (one entry per spatial dim) / reduce_window (one per dim): see ops.def.
+  std::vector<int64_t> window;         // reduce_window window dimensions
+  std::vector<int64_t> window_strides, pad_lo, pad_hi, lhs_dilation, rhs_dilation;
+  int64_t groups = 1;                  // convolution feature_group_count
   double value = 0;                    // constant (float)
   int64_t ivalue = 0;                  // constant (integer/bool)
   Cmp direction = Cmp::EQ;
@@ -69,6 +73,9 @@ class Graph {
   Value concat(std::vector<Value> xs, int64_t dim);
   Value reduce(Value x, Reducer r, std::vector<int64_t> dims);
   Value dot(Value lhs, Value rhs, Attrs dims);
+  // convolution / reduce_window with the window fields of `a` (reduce_window: a.reducer).
+  Value conv(Value lhs, Value rhs, Attrs a) { return op(OpCode::Convolution, {lhs, rhs}, std::move(a)); }
+  Value reduce_window(Value x, Attrs a) { return op(OpCode::ReduceWindow, {x}, std::move(a)); }
 
   void set_outputs(std::vector<Value> outs) { outputs_ = std::move(outs); }
 

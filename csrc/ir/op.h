@@ -20,6 +20,7 @@ enum class OpKind : uint8_t {
   kSort,   // sort / argsort along one axis
   kScan,   // inclusive cumulative sum / product along one axis
   kLinalg, // triangular_solve, custom_call (LAPACK decompositions)
+  kWindow, // convolution, reduce_window
 };
 
 // Allowed-dtype classes (bit set).

@@ -203,6 +203,8 @@ constexpr Row kRows[] = {
     {OpCode::Cumprod, nullptr, emit_scan},
     {OpCode::TriangularSolve, triangular_solve_attrs, nullptr},
     {OpCode::CustomCall, nullptr, emit_custom_call},
+    {OpCode::Convolution, nullptr, emit_conv},
+    {OpCode::ReduceWindow, nullptr, emit_reduce_window},
 };
 
 const Row& row_for(OpCode op) {

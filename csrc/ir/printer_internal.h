@@ -85,5 +85,8 @@ void emit_scan(Emitter& e, int id);     // Cumsum / Cumprod
 // printer_linalg.cpp
 std::string triangular_solve_attrs(const Graph& g, const Node& n);
 void emit_custom_call(Emitter& e, int id);
+// printer_window.cpp
+void emit_conv(Emitter& e, int id);           // Convolution
+void emit_reduce_window(Emitter& e, int id);  // ReduceWindow
 
 }  // namespace torch_tpu::ir::printer

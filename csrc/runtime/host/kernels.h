@@ -66,6 +66,8 @@ void prepare_scan(const ir::Graph& g, Step& s);        // cumsum, cumprod
 // triangular_solve, custom_call (linalg.cpp). A custom call step may write several results
 // of one call: s.results set before (plan.cpp groups the nodes of one call), node first.
 void prepare_linalg(const ir::Graph& g, Step& s);
+void prepare_window(const ir::Graph& g, Step& s);      // reduce_window; convolution via:
+void prepare_conv(const ir::Graph& g, Step& s);        // convolution (conv.cpp, oneDNN)
 // One loop over a fused cluster of ir::partition (fused.cpp). Fills s.operands (the
 // cluster's inputs), s.results (the members written to memory; s.node = results[0]),
 // s.fused and s.fn.

@@ -92,6 +92,7 @@ void prepare(const ir::Graph& g, Step& s) {
     case ir::OpKind::kSort: return prepare_sort(g, s);
     case ir::OpKind::kScan: return prepare_scan(g, s);
     case ir::OpKind::kLinalg: return prepare_linalg(g, s);
+    case ir::OpKind::kWindow: return prepare_window(g, s);
   }
 }
 

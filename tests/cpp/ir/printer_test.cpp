@@ -161,6 +161,18 @@ TEST(IrPrinter, EveryOpPrints) {
   Value sq = g.param(DType::F32, {3, 3});
   outs.push_back(g.op(OpCode::TriangularSolve, {sq, g.transpose(f, {1, 0})}, dims_attr({1, 1, 0, 0})));
   outs.push_back(g.op(OpCode::CustomCall, {sq}, custom_call_attrs(CustomCallTarget::Getrf, 0)));
+  {
+    Attrs w;
+    w.window_strides = w.lhs_dilation = w.rhs_dilation = {1};
+    w.pad_lo = w.pad_hi = {0};
+    Value x3 = g.reshape(f, {1, 2, 3});
+    outs.push_back(g.conv(x3, g.reshape(f, {3, 2, 1}), w));
+    w.window = {1, 2, 2};
+    w.window_strides = w.lhs_dilation = w.rhs_dilation = {1, 1, 1};
+    w.pad_lo = w.pad_hi = {0, 0, 0};
+    w.reducer = Reducer::Max;
+    outs.push_back(g.reduce_window(x3, w));
+  }
   for (DType t : {DType::F16, DType::BF16, DType::F32, DType::F64}) {
     outs.push_back(g.op(OpCode::RngUniform, {st}, {}, {2}, t));
     outs.push_back(g.op(OpCode::RngNormal, {st}, {}, {}, t));

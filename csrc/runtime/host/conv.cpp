@@ -1,0 +1,345 @@
+// convolution on the host: oneDNN's f32 forward convolution (plain ncdhw / goidhw layouts,
+// one primitive per geometry, cached process-wide like host::gemm) for f32/bf16/f16, and a
+// direct loop for f64 and integers (oneDNN has neither). Operands are packed to f32 first when
+// their values change (bf16/f16 widening, bf16 rounding for DEFAULT/HIGH) or their layout
+// does (lhs dilation or negative padding: the input is materialized dilated and padded).
+// F32 precision as dot_general (docs/decisions/convolution.md):
+//   DEFAULT  both operands rounded to bf16 (RNE), f32 accumulation.
+//   HIGH     conv(hi(x), hi(w) + lo(w)) + conv(lo(x), hi(w)), two f32 convolutions.
+//   HIGHEST  f32 as stored.
+#include <algorithm>
+#include <cstring>
+#include <dnnl.hpp>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "runtime/host/kernels.h"
+#include "runtime/host/numeric.h"
+#include "runtime/host/parallel.h"
+
+namespace torch_tpu::host {
+namespace {
+
+using ir::DType;
+using dnnl::memory;
+
+// The geometry in canonical 3-d form (missing leading spatial dims have size 1, no padding,
+// no dilation). Stored in Step::v0 by prepare_conv.
+struct Geo {
+  int64_t S, N, C, O, G;
+  int64_t X[3], K[3], Y[3], str[3], lo[3], hi[3], ld[3], rd[3];
+  // The input as the oneDNN primitive reads it ([N, C, Xp]) and its padding.
+  int64_t Xp[3], plo[3], phi[3];
+  bool materialize;  // lhs dilation or negative padding: Xp holds the padded input
+  int64_t in_plane() const { return X[0] * X[1] * X[2]; }
+  int64_t p_plane() const { return Xp[0] * Xp[1] * Xp[2]; }
+  int64_t k_plane() const { return K[0] * K[1] * K[2]; }
+  int64_t out_plane() const { return Y[0] * Y[1] * Y[2]; }
+};
+
+std::vector<int64_t> encode(const Geo& g) {
+  std::vector<int64_t> v(sizeof(Geo) / sizeof(int64_t) + 1);
+  std::memcpy(v.data(), &g, sizeof g);
+  return v;
+}
+Geo decode(const std::vector<int64_t>& v) {
+  Geo g;
+  std::memcpy(&g, v.data(), sizeof g);
+  return g;
+}
+
+enum class Part : uint8_t { Value, Hi, Lo, HiPlusLo };
+
+template <Part P>
+float part(float x) {
+  if constexpr (P == Part::Value) return x;
+  float hi = round_bf16(x);
+  if constexpr (P == Part::Hi) return hi;
+  if constexpr (P == Part::Lo) return round_bf16(x - hi);
+  return hi + round_bf16(x - hi);
+}
+
+// dst[i] = part(src[i]) for n elements.
+template <DType D, Part P>
+void pack_flat(const void* src, float* dst, int64_t n) {
+  const auto* s = static_cast<const typename DT<D>::S*>(src);
+  parallel_for(n, kParallelGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) dst[i] = part<P>(static_cast<float>(DT<D>::load(s[i])));
+  });
+}
+
+// The input [N*C planes of X] into [N*C planes of Xp]: element i goes to i*ld + lo (dropped
+// outside), the rest is zero.
+template <DType D, Part P>
+void pack_dilated(const void* src, float* dst, const Geo& g) {
+  const auto* s = static_cast<const typename DT<D>::S*>(src);
+  int64_t in = g.in_plane(), out = g.p_plane();
+  parallel_for(g.N * g.C, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, out)), [&](int64_t b, int64_t e) {
+    for (int64_t pl = b; pl < e; ++pl) {
+      float* d = dst + pl * out;
+      std::fill(d, d + out, 0.0f);
+      const auto* x = s + pl * in;
+      for (int64_t i0 = 0; i0 < g.X[0]; ++i0) {
+        int64_t p0 = i0 * g.ld[0] + g.lo[0];
+        if (p0 < 0 || p0 >= g.Xp[0]) continue;
+        for (int64_t i1 = 0; i1 < g.X[1]; ++i1) {
+          int64_t p1 = i1 * g.ld[1] + g.lo[1];
+          if (p1 < 0 || p1 >= g.Xp[1]) continue;
+          for (int64_t i2 = 0; i2 < g.X[2]; ++i2) {
+            int64_t p2 = i2 * g.ld[2] + g.lo[2];
+            if (p2 < 0 || p2 >= g.Xp[2]) continue;
+            d[(p0 * g.Xp[1] + p1) * g.Xp[2] + p2] =
+                part<P>(static_cast<float>(DT<D>::load(x[(i0 * g.X[1] + i1) * g.X[2] + i2])));
+          }
+        }
+      }
+    }
+  });
+}
+
+template <DType D, Part P>
+void pack_input(const void* src, float* dst, const Geo& g) {
+  if (g.materialize) pack_dilated<D, P>(src, dst, g);
+  else pack_flat<D, P>(src, dst, g.N * g.C * g.in_plane());
+}
+
+template <DType D>
+void pack_input_part(const void* src, float* dst, const Geo& g, Part p) {
+  switch (p) {
+    case Part::Value: return pack_input<D, Part::Value>(src, dst, g);
+    case Part::Hi: return pack_input<D, Part::Hi>(src, dst, g);
+    case Part::Lo: return pack_input<D, Part::Lo>(src, dst, g);
+    case Part::HiPlusLo: return pack_input<D, Part::HiPlusLo>(src, dst, g);
+  }
+}
+template <DType D>
+void pack_weight_part(const void* src, float* dst, int64_t n, Part p) {
+  switch (p) {
+    case Part::Value: return pack_flat<D, Part::Value>(src, dst, n);
+    case Part::Hi: return pack_flat<D, Part::Hi>(src, dst, n);
+    case Part::Lo: return pack_flat<D, Part::Lo>(src, dst, n);
+    case Part::HiPlusLo: return pack_flat<D, Part::HiPlusLo>(src, dst, n);
+  }
+}
+
+// ---- oneDNN primitives, cached by geometry -----------------------------------------------
+
+dnnl::engine& engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+struct Prim {
+  dnnl::convolution_forward prim;
+  memory::desc src, wei, dst;
+};
+
+memory::dims spatial(const Geo& g, const int64_t* v) { return memory::dims(v + 3 - g.S, v + 3); }
+
+std::shared_ptr<Prim> make_prim(const Geo& g) {
+  using tag = memory::format_tag;
+  static const tag kAct[] = {tag::ncw, tag::nchw, tag::ncdhw};
+  static const tag kWei[] = {tag::oiw, tag::oihw, tag::oidhw};
+  static const tag kGWei[] = {tag::goiw, tag::goihw, tag::goidhw};
+  auto dims = [&](std::initializer_list<int64_t> lead, const int64_t* sp) {
+    memory::dims d(lead);
+    for (int64_t x : spatial(g, sp)) d.push_back(x);
+    return d;
+  };
+  auto p = std::make_shared<Prim>();
+  auto f32 = memory::data_type::f32;
+  p->src = memory::desc(dims({g.N, g.C}, g.Xp), f32, kAct[g.S - 1]);
+  p->dst = memory::desc(dims({g.N, g.O}, g.Y), f32, kAct[g.S - 1]);
+  if (g.G == 1) p->wei = memory::desc(dims({g.O, g.C}, g.K), f32, kWei[g.S - 1]);
+  else p->wei = memory::desc(dims({g.G, g.O / g.G, g.C / g.G}, g.K), f32, kGWei[g.S - 1]);
+  memory::dims dil;
+  for (int64_t d : spatial(g, g.rd)) dil.push_back(d - 1);
+  // oneDNN wants pr such that (Xp + pl + pr - window) / stride + 1 == Y exactly in integers.
+  memory::dims pl = spatial(g, g.plo), pr;
+  for (int64_t i = 3 - g.S; i < 3; ++i) {
+    int64_t win = (g.K[i] - 1) * g.rd[i] + 1;
+    pr.push_back((g.Y[i] - 1) * g.str[i] + win - g.Xp[i] - g.plo[i]);
+  }
+  dnnl::convolution_forward::primitive_desc pd(
+      engine(), dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, p->src, p->wei,
+      p->dst, spatial(g, g.str), dil, pl, pr);
+  p->prim = dnnl::convolution_forward(pd);
+  return p;
+}
+
+std::shared_ptr<Prim> lookup(const std::vector<int64_t>& key, const Geo& g) {
+  static std::mutex mu;
+  static std::map<std::vector<int64_t>, std::shared_ptr<Prim>> cache;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+  }
+  auto p = make_prim(g);  // outside the lock: creation can take a millisecond
+  std::lock_guard<std::mutex> lock(mu);
+  if (cache.size() > 4096) cache.clear();
+  return cache.emplace(key, p).first->second;
+}
+
+void run_prim(const Prim& p, const float* x, const float* w, float* y) {
+  thread_local dnnl::stream stream(engine());
+  memory mx(p.src, engine(), const_cast<float*>(x)), mw(p.wei, engine(), const_cast<float*>(w));
+  memory my(p.dst, engine(), y);
+  p.prim.execute(stream, {{DNNL_ARG_SRC, mx}, {DNNL_ARG_WEIGHTS, mw}, {DNNL_ARG_DST, my}});
+  stream.wait();
+}
+
+// ---- kernels ------------------------------------------------------------------------------
+
+// Scratch regions (byte offsets in Step::offsets): packed input (two for HIGH), packed
+// weight (two), f32 result, second f32 result (HIGH).
+enum { kX0, kX1, kW0, kW1, kY0, kY1, kNumRegions };
+
+template <class T>
+T* region(const KernelArgs& a, int r) {
+  return reinterpret_cast<T*>(static_cast<char*>(a.scratch) + a.step.offsets[r]);
+}
+
+// Step data: v0 = Geo, i0 = precision recipe (0 direct f32, 1 one packed pass, 2 HIGH),
+// i1 = 1 when the result needs no rounding (f32 out written directly).
+template <DType D>
+void conv_kernel(const KernelArgs& a) {
+  using S = typename DT<D>::S;
+  Geo g = decode(a.step.v0);
+  int64_t out_n = g.N * g.O * g.out_plane();
+  if (out_n == 0) return;
+  float* y = D == DType::F32 ? static_cast<float*>(a.out) : region<float>(a, kY0);
+  if (g.C == 0 || g.k_plane() == 0) {
+    std::fill(y, y + out_n, 0.0f);
+  } else {
+    auto prim = lookup(a.step.v0, g);
+    int64_t wn = g.O * (g.C / g.G) * g.k_plane();
+    int recipe = static_cast<int>(a.step.i0);
+    if (recipe == 0) {
+      run_prim(*prim, static_cast<const float*>(a.in[0]), static_cast<const float*>(a.in[1]), y);
+    } else {
+      bool high = recipe == 2;
+      Part px = D != DType::F32 || a.step.n->attrs.precision == ir::Precision::Highest ? Part::Value : Part::Hi;
+      float *x0 = region<float>(a, kX0), *w0 = region<float>(a, kW0);
+      pack_input_part<D>(a.in[0], x0, g, px);
+      pack_weight_part<D>(a.in[1], w0, wn, high ? Part::HiPlusLo : px);
+      run_prim(*prim, x0, w0, y);
+      if (high) {
+        float *x1 = region<float>(a, kX1), *w1 = region<float>(a, kW1), *y1 = region<float>(a, kY1);
+        pack_input_part<D>(a.in[0], x1, g, Part::Lo);
+        pack_weight_part<D>(a.in[1], w1, wn, Part::Hi);
+        run_prim(*prim, x1, w1, y1);
+        parallel_for(out_n, kParallelGrain, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) y[i] += y1[i];
+        });
+      }
+    }
+  }
+  if constexpr (D != DType::F32) {
+    S* o = static_cast<S*>(a.out);
+    parallel_for(out_n, kParallelGrain, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) o[i] = DT<D>::store(y[i]);
+    });
+  }
+}
+
+// f64 and integers: direct loops, f64 sums / wrapping integer sums (oneDNN has neither).
+template <DType D>
+void conv_direct_kernel(const KernelArgs& a) {
+  using S = typename DT<D>::S;
+  using Acc = std::conditional_t<std::is_floating_point_v<S>, double, uint64_t>;
+  Geo g = decode(a.step.v0);
+  const S* x = static_cast<const S*>(a.in[0]);
+  const S* w = static_cast<const S*>(a.in[1]);
+  S* y = static_cast<S*>(a.out);
+  int64_t Cg = g.C / g.G, Og = g.O / g.G, yp = g.out_plane();
+  int64_t work = std::max<int64_t>(1, Cg * g.k_plane() * yp);
+  parallel_for(g.N * g.O, std::max<int64_t>(1, kParallelGrain / work), [&](int64_t b, int64_t e) {
+    for (int64_t no = b; no < e; ++no) {
+      int64_t n = no / g.O, o = no % g.O, grp = o / Og;
+      for (int64_t q = 0; q < yp; ++q) {
+        int64_t yo[3] = {q / (g.Y[1] * g.Y[2]), q / g.Y[2] % g.Y[1], q % g.Y[2]};
+        Acc acc = 0;
+        for (int64_t c = 0; c < Cg; ++c)
+          for (int64_t k = 0; k < g.k_plane(); ++k) {
+            int64_t kk[3] = {k / (g.K[1] * g.K[2]), k / g.K[2] % g.K[1], k % g.K[2]}, idx = 0;
+            bool ok = true;
+            for (int d = 0; d < 3 && ok; ++d) {
+              int64_t p = yo[d] * g.str[d] + kk[d] * g.rd[d] - g.lo[d];
+              ok = p >= 0 && p % g.ld[d] == 0 && p / g.ld[d] < g.X[d];
+              idx = idx * g.X[d] + (ok ? p / g.ld[d] : 0);
+            }
+            if (ok)
+              acc += static_cast<Acc>(x[(n * g.C + grp * Cg + c) * g.in_plane() + idx]) *
+                     static_cast<Acc>(w[(o * Cg + c) * g.k_plane() + k]);
+          }
+        y[no * yp + q] = static_cast<S>(acc);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void prepare_conv(const ir::Graph& graph, Step& s) {
+  const ir::Node& n = *s.n;
+  const ir::Node& l = graph.nodes()[n.operands[0]];
+  const ir::Node& r = graph.nodes()[n.operands[1]];
+  const ir::Attrs& at = n.attrs;
+  Geo g{};
+  g.S = static_cast<int64_t>(l.shape.size()) - 2;
+  g.N = l.shape[0], g.C = l.shape[1], g.O = r.shape[0], g.G = at.groups;
+  bool neg = false, dil = false;
+  for (int i = 0; i < 3; ++i) {
+    int j = i - (3 - static_cast<int>(g.S));  // spatial index, < 0 for the padding dims
+    bool real = j >= 0;
+    g.X[i] = real ? l.shape[2 + j] : 1;
+    g.K[i] = real ? r.shape[2 + j] : 1;
+    g.Y[i] = real ? n.shape[2 + j] : 1;
+    g.str[i] = real ? at.window_strides[j] : 1;
+    g.lo[i] = real ? at.pad_lo[j] : 0;
+    g.hi[i] = real ? at.pad_hi[j] : 0;
+    g.ld[i] = real ? at.lhs_dilation[j] : 1;
+    g.rd[i] = real ? at.rhs_dilation[j] : 1;
+    neg |= g.lo[i] < 0 || g.hi[i] < 0;
+    dil |= g.ld[i] > 1;
+  }
+  g.materialize = neg || dil;
+  for (int i = 0; i < 3; ++i) {
+    if (g.materialize) {
+      g.Xp[i] = std::max<int64_t>(0, (g.X[i] - 1) * g.ld[i] + 1 + g.lo[i] + g.hi[i]);
+      g.plo[i] = g.phi[i] = 0;
+    } else {
+      g.Xp[i] = g.X[i], g.plo[i] = g.lo[i], g.phi[i] = g.hi[i];
+    }
+  }
+  s.v0 = encode(g);
+  if (!ir::is_float(l.dtype) || l.dtype == DType::F64) {
+    TPU_DISPATCH_DTYPE(l.dtype, if constexpr (D != DType::Bool && D != DType::F16 && D != DType::BF16 &&
+                                              D != DType::F32) s.fn = &conv_direct_kernel<D>;)
+    TPU_CHECK(s.fn != nullptr, "[host convolution] no kernel for dtype ", ir::dtype_name(l.dtype));
+    return;
+  }
+  bool high = l.dtype == DType::F32 && at.precision == ir::Precision::High;
+  bool direct = l.dtype == DType::F32 && at.precision == ir::Precision::Highest && !g.materialize;
+  s.i0 = direct ? 0 : high ? 2 : 1;
+  int64_t xn = g.N * g.C * g.p_plane(), wn = g.O * (g.G ? g.C / g.G : 0) * g.k_plane();
+  int64_t yn = g.N * g.O * g.out_plane();
+  int64_t sizes[kNumRegions] = {direct ? 0 : xn, high ? xn : 0, direct ? 0 : wn, high ? wn : 0,
+                                l.dtype == DType::F32 ? 0 : yn, high ? yn : 0};
+  s.offsets.assign(kNumRegions, 0);
+  for (int i = 0; i < kNumRegions; ++i) {
+    s.offsets[i] = s.scratch_bytes;
+    s.scratch_bytes += (sizes[i] * 4 + 63) / 64 * 64;
+  }
+  switch (l.dtype) {
+    case DType::F32: s.fn = &conv_kernel<DType::F32>; break;
+    case DType::BF16: s.fn = &conv_kernel<DType::BF16>; break;
+    case DType::F16: s.fn = &conv_kernel<DType::F16>; break;
+    default: break;
+  }
+  TPU_CHECK(s.fn != nullptr, "[host convolution] no kernel for dtype ", ir::dtype_name(l.dtype));
+}
+
+}  // namespace torch_tpu::host
