@@ -75,11 +75,10 @@ MISC = [
     row("addbmm_inplace", lambda s, a, b: (s * 1).addbmm_(a, b), (3, 5), (2, 3, 2), (2, 2, 5)),
     row("softshrink", lambda a: F.softshrink(a, 0.7), (4, 5)),
     row("hardshrink", lambda a: F.hardshrink(a, 1.1), (4, 5)),
-    # float32 only: the bf16 forward (a PyTorch decomposition's out= path) is a known gap.
-    row("pad_replicate_1d", lambda a: F.pad(a, (2, 3), mode="replicate"), (2, 3, 4), dtypes=(F32,)),
-    row("pad_replicate_2d", lambda a: F.pad(a, (1, 2, 3, 0), mode="replicate"), (2, 3, 4), dtypes=(F32,)),
-    row("pad_replicate_3d", lambda a: F.pad(a, (1, 1, 0, 2, 2, 1), mode="replicate"), (1, 2, 3, 2, 3), dtypes=(F32,)),
-    row("pad_replicate_negative", lambda a: F.pad(a, (-1, 2, 1, -2), mode="replicate"), (2, 4, 5), dtypes=(F32,)),
+    row("pad_replicate_1d", lambda a: F.pad(a, (2, 3), mode="replicate"), (2, 3, 4)),
+    row("pad_replicate_2d", lambda a: F.pad(a, (1, 2, 3, 0), mode="replicate"), (2, 3, 4)),
+    row("pad_replicate_3d", lambda a: F.pad(a, (1, 1, 0, 2, 2, 1), mode="replicate"), (1, 2, 3, 2, 3)),
+    row("pad_replicate_negative", lambda a: F.pad(a, (-1, 2, 1, -2), mode="replicate"), (2, 4, 5)),
     row("add_bool_alpha_false", lambda a, b: torch.add(a > 0, b > 0, alpha=False), (3, 4), (3, 4), grad=False),
     row("add_bool_alpha_true", lambda a, b: torch.add(a > 0, b > 0, alpha=True), (3, 4), (3, 4), grad=False),
 ]
