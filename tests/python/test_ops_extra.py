@@ -1,7 +1,8 @@
 """Long-tail ops against PyTorch CPU, forward and backward: scatter reductions (scatter_reduce,
 scatter(reduce=), index_reduce) with duplicate indices and include_self, put / take, roll,
 median / nanmedian / kthvalue, cdist / pdist, addbmm, shrink backward, replication padding backward, int32 gather/scatter indices, the
-torch.special orthogonal polynomials and airy_ai, and error parity for bad arguments."""
+torch.special orthogonal polynomials and airy_ai, cummax / cummin / logcumsumexp, searchsorted / bucketize / isin,
+repeat_interleave, nonzero_static, masked_scatter, histc, bincount, and error parity for bad arguments."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -75,11 +76,10 @@ MISC = [
     row("addbmm_inplace", lambda s, a, b: (s * 1).addbmm_(a, b), (3, 5), (2, 3, 2), (2, 2, 5)),
     row("softshrink", lambda a: F.softshrink(a, 0.7), (4, 5)),
     row("hardshrink", lambda a: F.hardshrink(a, 1.1), (4, 5)),
-    # float32 only: the bf16 forward (a PyTorch decomposition's out= path) is a known gap.
-    row("pad_replicate_1d", lambda a: F.pad(a, (2, 3), mode="replicate"), (2, 3, 4), dtypes=(F32,)),
-    row("pad_replicate_2d", lambda a: F.pad(a, (1, 2, 3, 0), mode="replicate"), (2, 3, 4), dtypes=(F32,)),
-    row("pad_replicate_3d", lambda a: F.pad(a, (1, 1, 0, 2, 2, 1), mode="replicate"), (1, 2, 3, 2, 3), dtypes=(F32,)),
-    row("pad_replicate_negative", lambda a: F.pad(a, (-1, 2, 1, -2), mode="replicate"), (2, 4, 5), dtypes=(F32,)),
+    row("pad_replicate_1d", lambda a: F.pad(a, (2, 3), mode="replicate"), (2, 3, 4)),
+    row("pad_replicate_2d", lambda a: F.pad(a, (1, 2, 3, 0), mode="replicate"), (2, 3, 4)),
+    row("pad_replicate_3d", lambda a: F.pad(a, (1, 1, 0, 2, 2, 1), mode="replicate"), (1, 2, 3, 2, 3)),
+    row("pad_replicate_negative", lambda a: F.pad(a, (-1, 2, 1, -2), mode="replicate"), (2, 4, 5)),
     row("add_bool_alpha_false", lambda a, b: torch.add(a > 0, b > 0, alpha=False), (3, 4), (3, 4), grad=False),
     row("add_bool_alpha_true", lambda a, b: torch.add(a > 0, b > 0, alpha=True), (3, 4), (3, 4), grad=False),
 ]
@@ -137,7 +137,40 @@ DIST = [
     row("pdist_p3", lambda a: F.pdist(a, p=3), (4, 2), tol_scale=10),
 ]
 
-ALL_OPS = SCATTER_REDUCE + MISC + SPECIAL + ORDER + DIST
+SORTED_B = Input(torch.tensor([-2.0, -1.0, -1.0, 0.0, 0.5, 1.0, 1.0, 1.0, 2.5]))
+
+SCANS_SEARCH = [
+    row("cummax_dim1", lambda a: torch.cummax(a, 1), (4, 9), dtypes=NUM),
+    row("cummin_dim0", lambda a: torch.cummin(a, 0), (9, 3), dtypes=NUM),
+    row("cummax_ties_int", lambda a: torch.cummax(a, 1), (3, 17), dtypes=INTS, grad=False, low=0, high=3),
+    row("cummin_nan", lambda a: torch.cummin(with_nans(a), 1), (4, 9), grad=False),
+    row("cummax_bool", lambda a: torch.cummax(a > 0, 1), (4, 6), grad=False, dtypes=(F32,)),
+    row("logcumsumexp", lambda a: torch.logcumsumexp(a, 1), (4, 11)),
+    row("logcumsumexp_inf", lambda a: torch.logcumsumexp(a.masked_fill(a < -1, float("-inf")), 0), (7, 3), grad=False),
+    row("searchsorted_left", lambda b, v: torch.searchsorted(b.to(v.dtype), v), SORTED_B, (3, 5), grad=False),
+    row("searchsorted_right_int32", lambda b, v: torch.searchsorted(b.to(v.dtype), v, right=True, out_int32=True), SORTED_B,
+        (3, 5), grad=False),
+    row("searchsorted_nd_side_sorter", lambda b, v: torch.searchsorted(b, v, side="right", sorter=b.argsort(1)), (3, 6),
+        (3, 4), grad=False, dtypes=(F32,)),
+    row("bucketize", lambda b, v: torch.bucketize(v, b.to(v.dtype), right=True), SORTED_B, (2, 7), grad=False),
+    row("isin", lambda a, b: torch.isin(a, b), (4, 5), (7,), grad=False, dtypes=NUM),
+    row("repeat_interleave_tensor", lambda a: a.repeat_interleave(torch.tensor([2, 0, 1, 3])), (4, 3), dtypes=NUM),
+    row("repeat_interleave_output_size",
+        lambda a: a.repeat_interleave(torch.tensor([1, 3, 2]).to(a.device), dim=1, output_size=6), (2, 3)),
+    row("nonzero_static", lambda a: torch.nonzero_static(a > 0, size=7), (3, 4), grad=False, dtypes=NUM),
+    row("nonzero_static_short", lambda a: torch.nonzero_static(a, size=2, fill_value=-5), (2, 3, 2), grad=False, dtypes=NUM),
+    row("masked_scatter", lambda a, s: a.masked_scatter(a > 0, s), (3, 5), (20,), dtypes=NUM),
+    row("masked_scatter_bcast_mask", lambda a, s: a.masked_scatter(a[0] > 0, s), (3, 5), (4, 5)),
+    row("masked_select_bwd", lambda a: a.masked_select(a > 0), (4, 5)),
+    row("histc", lambda a: torch.histc(a, bins=7, min=-2, max=2), (5, 8), grad=False, dtypes=(F32,)),
+    row("histc_data_range", lambda a: torch.histc(a, bins=10), (40,), grad=False, dtypes=(F32,)),
+    row("histc_const", lambda a: torch.histc(a * 0 + 1, bins=4), (6,), grad=False, dtypes=(F32,)),
+    row("bincount", lambda a: torch.bincount(a.abs()), (20,), grad=False, dtypes=INTS),
+    row("bincount_weights_minlength", lambda a, w: torch.bincount(a.abs().long(), w, minlength=9), (12,), (12,), grad=False,
+        dtypes=(F32, torch.float64)),
+]
+
+ALL_OPS = SCATTER_REDUCE + MISC + SPECIAL + ORDER + DIST + SCANS_SEARCH
 
 
 @pytest.mark.parametrize("spec,dtype,variant", cases(ALL_OPS))
@@ -161,6 +194,20 @@ def test_native_dropout_backward_int_grad_promotes_to_float():
     got = torch.ops.aten.native_dropout_backward(g.to(DEV), m.to(DEV), 2.0)
     assert got.dtype == want.dtype == torch.float32
     torch.testing.assert_close(got.cpu(), want)
+
+
+def test_searchsorted_cummax_bad_arguments_raise_like_cpu():
+    for fn in (lambda b, v: torch.searchsorted(b, v, side="left", right=True),
+               lambda b, v: torch.searchsorted(b.reshape(2, 3), v),
+               lambda b, v: torch.bincount(v.long() - 5),
+               lambda b, v: torch.repeat_interleave(torch.tensor([1, -1], device=b.device)),
+               lambda b, v: torch.histc(b, bins=3, min=2, max=1)):
+        b, v = torch.arange(6.0), torch.arange(4.0)
+        with pytest.raises(RuntimeError):
+            fn(b, v)
+        with pytest.raises(RuntimeError):
+            fn(b.to(DEV), v.to(DEV))
+            torch.tpu.synchronize()
 
 
 @pytest.mark.parametrize("fn", [

@@ -89,13 +89,16 @@ def _out_names(op):
 
 def _with_out(op, fn):
     """`fn` for an out= overload: the table maps some .out/.grad_input overloads to the
-    functional decomposition, which doesn't take the out arguments; write its results into them."""
+    functional decomposition, which doesn't take the out arguments; write its results into them.
+    An out_wrapper'd decomposition (out optional) also runs functionally: under a dtype-casting
+    wrapper such as pw_cast_for_opmath it would write a bf16/f16 `out` into an upcast copy and
+    leave `out` itself unwritten. Only a decomposition that requires its out arguments gets them."""
     outs = _out_names(op)
     if not outs:
         return fn
     try:
         params = inspect.signature(fn).parameters
-        if any(p.kind == p.VAR_KEYWORD for p in params.values()) or all(n in params for n in outs):
+        if all(n in params and params[n].default is inspect.Parameter.empty for n in outs):
             return fn
     except (TypeError, ValueError):
         pass

@@ -1,6 +1,7 @@
 // Indexing along axes: index_select, gather, scatter/scatter_add/scatter_reduce, index_add,
 // index_reduce, put, advanced indexing (index.Tensor, index_put_/_index_put_impl_ with
-// accumulate), embedding's dense backward, and nonzero. All lower to the IR's Gather /
+// accumulate), embedding's dense backward, nonzero / nonzero_static, masked_scatter_, histc and
+// bincount. All lower to the IR's Gather /
 // Scatter / ScatterAdd / ScatterReduce.
 //
 // Range checks are device-side (Lower::check): the graph also computes "any index out of
@@ -9,7 +10,10 @@
 // no memory outside the tensors is touched. Boolean masks are the exception: their result
 // shape depends on the data, so they go through nonzero, which synchronizes the stream.
 #include <ATen/ExpandUtils.h>
+#include <ATen/native/Resize.h>
 #include <ATen/native/IndexingUtils.h>
+
+#include <cmath>
 
 #include "lowering/from_aten/common.h"
 
@@ -491,15 +495,160 @@ std::vector<Value> embedding_backward(Lower& L, Args a) {
 }
 
 // nonzero and masked_select synchronize: their shape depends on the data (documented cost).
-at::Tensor nonzero(const at::Tensor& self) {
+at::Tensor nonzero_sync(const at::Tensor& self) {
   return at::nonzero(self.cpu()).to(self.device());  // .cpu() waits for the stream
 }
 
-at::Tensor masked_select(const at::Tensor& self, const at::Tensor& mask) {
+at::Tensor masked_select_sync(const at::Tensor& self, const at::Tensor& mask) {
   TORCH_CHECK(mask.scalar_type() == at::kBool, "[aten::masked_select] masked_select: expected BoolTensor for mask; got ",
               mask.scalar_type());
   auto [s, m] = at::expand_outplace(self, mask);
+  if (s->dim() == 0) return at::index(s->reshape({1}), {std::optional<at::Tensor>(m->reshape({1}))});  // CPU: 1-d result
   return at::index(*s, {std::optional<at::Tensor>(*m)});  // index.Tensor: mask -> nonzero -> gather
+}
+
+at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
+  TORCH_CHECK(out.scalar_type() == at::kLong, "[aten::nonzero.out] Expected object of scalar type Long as out; got ",
+              out.scalar_type());
+  at::Tensor r = nonzero_sync(self);
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
+
+at::Tensor& masked_select_out(const at::Tensor& self, const at::Tensor& mask, at::Tensor& out) {
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "[aten::masked_select.out] expected out dtype ", self.scalar_type(),
+              "; got ", out.scalar_type());
+  at::Tensor r = masked_select_sync(self, mask);
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
+
+// The mask positions of a flat [n] bool mask as the rank-r coordinates of `s`: ([n] i64
+// running count - 1, [n, r] i64 coordinates).
+std::pair<Value, Value> mask_positions(Lower& L, Value m, const ir::Shape& s) {
+  int64_t n = L.g.shape(m)[0], r = static_cast<int64_t>(s.size());
+  Value pos = L.g.binary(OpCode::Sub, L.g.op(OpCode::Cumsum, {L.g.convert(m, DType::I64)}, axis(0)), L.g.constant(1, DType::I64, {n}));
+  Value flat = L.g.iota(DType::I64, {n}, 0);
+  std::vector<Value> cols;
+  int64_t stride = 1;
+  for (int64_t k = r - 1; k >= 0; --k) {
+    Value c = L.g.binary(OpCode::Rem, L.g.binary(OpCode::Div, flat, L.g.constant(double(stride), DType::I64, {n})),
+                         L.g.constant(double(s[k]), DType::I64, {n}));
+    cols.insert(cols.begin(), L.g.reshape(c, {n, 1}));
+    stride *= s[k];
+  }
+  return {pos, cols.size() == 1 ? cols[0] : L.g.concat(cols, 1)};
+}
+
+// nonzero_static(self, *, size, fill_value): the first `size` nonzero coordinates, rows past
+// the count filled with fill_value. No sync: rows land by running count (Scatter drops the rest).
+std::vector<Value> nonzero_static(Lower& L, Args a) {
+  const at::Tensor& self = a[0].toTensor();
+  int64_t size = a[1].toInt(), fill = a[2].toInt(), r = self.dim(), n = self.numel();
+  TORCH_CHECK(size >= 0, "[", L.op(), "] nonzero_static: 'size' must be an non-negative integer; got ", size);
+  Value res = L.g.constant(double(fill), DType::I64, {size, r});
+  if (n == 0 || size == 0 || r == 0) return one(res);
+  ir::Shape s = shape_of(self);
+  Value x = L.g.reshape(L.in(self), {n});
+  Value m = L.g.compare(Cmp::NE, x, L.cst_like(0, x));
+  auto [pos, coords] = mask_positions(L, m, s);
+  Value dst = L.g.select(m, pos, L.g.constant(double(size), DType::I64, {n}));
+  return one(L.g.op(OpCode::Scatter, {res, L.g.broadcast(dst, {n, r}, {0}), coords}, axis(0)));
+}
+
+// masked_scatter_(self, mask, source): self's masked positions take source's leading elements
+// in order (element k of the mask's running count reads source[k]).
+std::vector<Value> masked_scatter(Lower& L, Args a) {
+  const at::Tensor& self = a[0].toTensor();
+  const at::Tensor& mask = a[1].toTensor();
+  const at::Tensor& source = a[2].toTensor();
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "[", L.op(), "] masked_scatter_ only supports boolean masks, but got mask with dtype ",
+              mask.scalar_type());
+  TORCH_CHECK(source.scalar_type() == self.scalar_type(), "[", L.op(),
+              "] masked_scatter: expected self and source to have same dtypes but got ", self.scalar_type(), " and ",
+              source.scalar_type());
+  Value x = L.in(self);
+  int64_t n = self.numel(), ns = source.numel();
+  if (n == 0) return one(x);
+  ir::Shape s = shape_of(self);
+  TORCH_CHECK(at::is_expandable_to(mask.sizes(), self.sizes()), "[", L.op(), "] mask of shape ", mask.sizes(),
+              " is not broadcastable to self of shape ", self.sizes());
+  Value m = L.g.reshape(L.bcast(L.in(mask), s), {n});
+  Value pos = L.g.binary(OpCode::Sub, L.g.op(OpCode::Cumsum, {L.g.convert(m, DType::I64)}, axis(0)), L.g.constant(1, DType::I64, {n}));
+  L.check(any_all(L, L.g.binary(OpCode::And, m, L.g.compare(Cmp::GE, pos, L.cst_like(double(ns), pos)))),
+          std::string("[") + L.op() + "] Number of elements of source < number of ones in mask");
+  if (ns == 0) return one(x);
+  Value src = L.g.reshape(L.in(source), {ns});
+  Value g = gather(L, src, L.g.binary(OpCode::Min, L.g.binary(OpCode::Max, pos, L.cst_like(0, pos)), L.cst_like(double(ns - 1), pos)), 0);
+  return one(L.g.reshape(L.g.select(m, g, L.g.reshape(x, {n})), s));
+}
+
+// histc(self, bins, min, max): CPU's linear bin rule pos = (x - lo) * bins / (hi - lo) in the
+// input dtype, x == hi in the last bin, values outside [lo, hi] (and NaN) dropped. min == max
+// takes the data's range (device reductions, no sync); an empty range widens by 1 each side.
+std::vector<Value> histc(Lower& L, Args a) {
+  const at::Tensor& self = a[0].toTensor();
+  int64_t bins = a[1].toInt();
+  double mn = a[2].toScalar().toDouble(), mx = a[3].toScalar().toDouble();
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()), "[", L.op(), "] \"histogram_cpu\" not implemented for '",
+              c10::toString(self.scalar_type()), "'");
+  TORCH_CHECK(bins > 0, "[", L.op(), "] bins must be > 0; got ", bins);
+  TORCH_CHECK(!(mn > mx), "[", L.op(), "] max must be larger than min; got min ", mn, ", max ", mx);
+  TORCH_CHECK(std::isfinite(mn) && std::isfinite(mx), "[", L.op(), "] range of [", mn, ", ", mx, "] is not finite");
+  DType dt = to_ir(self.scalar_type(), L.op());
+  int64_t n = self.numel();
+  Value x = L.g.reshape(L.in(self), {n});
+  Value lo = L.cst(mn, dt), hi = L.cst(mx, dt);
+  if (mn == mx && n > 0) {
+    lo = L.g.reduce(x, Reducer::Min, {0});
+    hi = L.g.reduce(x, Reducer::Max, {0});
+    Value fin = L.g.binary(OpCode::And, L.g.compare(Cmp::EQ, L.g.binary(OpCode::Sub, lo, lo), L.cst(0, dt)),
+                           L.g.compare(Cmp::EQ, L.g.binary(OpCode::Sub, hi, hi), L.cst(0, dt)));
+    L.check(L.g.unary(OpCode::Not, fin), std::string("[") + L.op() + "] range of [min, max] of the input is not finite");
+  }
+  Value eq = L.g.compare(Cmp::EQ, lo, hi);
+  lo = L.g.select(eq, L.g.binary(OpCode::Sub, lo, L.cst(1, dt)), lo);
+  hi = L.g.select(eq, L.g.binary(OpCode::Add, hi, L.cst(1, dt)), hi);
+  Value out = L.g.constant(0, dt, {bins});
+  if (n == 0) return one(out);
+  Value lob = L.g.broadcast(lo, {n}, {}), hib = L.g.broadcast(hi, {n}, {});
+  Value t = L.g.binary(OpCode::Div, L.g.binary(OpCode::Mul, L.g.binary(OpCode::Sub, x, lob), L.g.constant(double(bins), dt, {n})),
+                       L.g.binary(OpCode::Sub, hib, lob));
+  Value pos = L.g.binary(OpCode::Min, L.g.convert(t, DType::I64), L.g.constant(double(bins - 1), DType::I64, {n}));
+  Value in_range = L.g.binary(OpCode::And, L.g.compare(Cmp::GE, x, lob), L.g.compare(Cmp::LE, x, hib));
+  Value idx = L.g.select(in_range, pos, L.g.constant(double(bins), DType::I64, {n}));
+  return one(scatter(L, out, idx, L.g.constant(1, dt, {n}), 0, true));
+}
+
+// bincount(self, weights, minlength): syncs once for the input's min and max (the result's
+// length depends on the data), then a ScatterAdd of the weights (or ones).
+at::Tensor bincount(const at::Tensor& self, const std::optional<at::Tensor>& weights, int64_t minlength) {
+  const char* op = "aten::bincount";
+  TORCH_CHECK(minlength >= 0, "[", op, "] minlength should be >= 0; got ", minlength);
+  TORCH_CHECK(self.dim() == 1 && at::isIntegralType(self.scalar_type(), false), "[", op,
+              "] bincount only supports 1-d non-negative integral inputs; got a ", self.dim(), "-d ", self.scalar_type(),
+              " tensor");
+  bool has_w = weights.has_value() && weights->defined();
+  if (has_w)
+    TORCH_CHECK(weights->dim() == 1 && weights->size(0) == self.size(0), "[", op,
+                "] weights should be 1-d and have the same length as input; got ", weights->sizes(), " for input ",
+                self.sizes());
+  at::ScalarType ot = !has_w ? at::kLong : (weights->scalar_type() == at::kFloat ? at::kFloat : at::kDouble);
+  int64_t n = self.size(0), nbins = minlength;
+  if (n > 0) {
+    Lower A(op);
+    Value x = A.in(self, DType::I64);
+    auto r = A.run({A.g.reduce(x, Reducer::Min, {0}), A.g.reduce(x, Reducer::Max, {0})});
+    int64_t lo = r[0].cpu().item<int64_t>(), hi = r[1].cpu().item<int64_t>();  // the sync
+    TORCH_CHECK(lo >= 0, "[", op, "] bincount only supports 1-d non-negative integral inputs; got a minimum of ", lo);
+    nbins = std::max(nbins, hi + 1);
+  }
+  Lower L(op);
+  DType dt = to_ir(ot, op);
+  Value out = L.g.constant(0, dt, {nbins});
+  if (n == 0) return L.run1(out);
+  Value w = has_w ? L.in(*weights, dt) : L.g.constant(1, dt, {n});
+  return L.run1(scatter(L, out, L.in(self, DType::I64), w, 0, true));
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -522,9 +671,14 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
       {"index.Tensor", index_tensor}, {"index.Tensor_out", index_tensor},
       {"index_put", index_put}, {"index_put_", index_put}, {"_index_put_impl_", index_put},
       {"embedding_dense_backward", embedding_backward}, {"embedding_dense_backward.out", embedding_backward},
+      {"nonzero_static", nonzero_static}, {"nonzero_static.out", nonzero_static},
+      {"masked_scatter_", masked_scatter}, {"histc", histc}, {"histc.out", histc},
   });
-  m.impl("nonzero", nonzero);
-  m.impl("masked_select", masked_select);
+  m.impl("nonzero", nonzero_sync);
+  m.impl("nonzero.out", nonzero_out);
+  m.impl("masked_select", masked_select_sync);
+  m.impl("masked_select.out", masked_select_out);
+  m.impl("bincount", bincount);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
-// Order-based ops: sort (argsort reaches it), topk, median/nanmedian/kthvalue, cumsum/cumprod
-// and multinomial, on the IR's stable ArgSort + Gather and inclusive scans. sort/topk
+// Order-based ops: sort (argsort reaches it), topk, median/nanmedian/kthvalue, cumsum/cumprod,
+// cummax/cummin/logcumsumexp (log-step scans), searchsorted/bucketize/repeat_interleave (binary
+// search) and multinomial, on the IR's stable ArgSort + Gather and inclusive scans. sort/topk
 // backward is ATen's composite formula (zeros + scatter), lowered in indexing.cpp.
 #include <cmath>
 
@@ -172,6 +173,181 @@ std::vector<Value> median_dim(Lower& L, Args a, Stat stat) {
   return {L.g.reshape(v, out), L.g.reshape(i, out)};
 }
 
+// x shifted by k along d: y[i] = x[i - k] for i >= k, x[0] below (masked off by the caller).
+Value shifted(Lower& L, Value x, int64_t d, int64_t k) {
+  ir::Shape s = L.g.shape(x);
+  std::vector<int64_t> start(s.size(), 0), stride(s.size(), 1), head_lim = s, body_lim = s;
+  head_lim[d] = k;
+  body_lim[d] = s[d] - k;
+  return L.g.concat({L.g.slice(x, start, head_lim, stride), L.g.slice(x, start, body_lim, stride)}, d);
+}
+
+// cummax / cummin(self, dim) -> (values, indices), as CPU's sequential loop: a later element
+// takes over when it is NaN or when neither is NaN and it is >= (cummin: <=) the running
+// value, so ties and NaNs report the latest index. That rule is associative, so it runs as a
+// log-step (Hillis-Steele) scan of (value, index) pairs: ceil(log2 n) rounds of shift+select.
+std::vector<Value> cum_extreme(Lower& L, Args a, bool is_max) {
+  const at::Tensor& self = a[0].toTensor();
+  int64_t d = wrap_dim(a[1].toInt(), std::max<int64_t>(self.dim(), 1));
+  Value x = L.in(self);
+  ir::Shape s = self.dim() ? shape_of(self) : ir::Shape{1};
+  if (self.dim() == 0) return {x, L.g.constant(0, DType::I64, {})};
+  if (self.numel() == 0) return {x, L.g.constant(0, DType::I64, s)};
+  DType dt = L.g.dtype(x);
+  Value v = dt == DType::Bool ? L.g.convert(x, DType::U8) : x;  // ordered compare on 0/1
+  Value i = L.g.iota(DType::I64, s, d);
+  bool fl = ir::is_float(dt);
+  for (int64_t k = 1; k < s[d]; k *= 2) {
+    Value pv = shifted(L, v, d, k), pi = shifted(L, i, d, k);
+    Value later = L.g.compare(is_max ? Cmp::GE : Cmp::LE, v, pv);
+    if (fl) {
+      Value nan_v = L.g.compare(Cmp::NE, v, v), nan_p = L.g.compare(Cmp::NE, pv, pv);
+      later = L.g.binary(OpCode::Or, nan_v, L.g.binary(OpCode::And, L.g.unary(OpCode::Not, nan_p), later));
+    }
+    Value valid = L.g.compare(Cmp::GE, L.g.iota(DType::I64, s, d), L.g.constant(double(k), DType::I64, s));
+    Value keep = L.g.binary(OpCode::Or, later, L.g.unary(OpCode::Not, valid));
+    v = L.g.select(keep, v, pv);
+    i = L.g.select(keep, i, pi);
+  }
+  return {dt == DType::Bool ? L.g.convert(v, DType::Bool) : v, i};
+}
+
+// _logcumsumexp(self, dim): a log-step scan of CPU's log-add-exp (max + log1p(exp(min - max)),
+// keeping x when both are the same infinity), in opmath.
+std::vector<Value> logcumsumexp(Lower& L, Args a) {
+  const at::Tensor& self = a[0].toTensor();
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()), "[", L.op(), "] logcumsumexp expects a floating point input; got ",
+              self.scalar_type());
+  int64_t d = wrap_dim(a[1].toInt(), std::max<int64_t>(self.dim(), 1));
+  DType dt = to_ir(self.scalar_type(), L.op()), ct = opmath(dt);
+  Value x = L.in(self, ct);
+  if (self.dim() == 0 || self.numel() == 0) return one(L.g.convert(x, dt));
+  ir::Shape s = shape_of(self);
+  for (int64_t k = 1; k < s[d]; k *= 2) {
+    Value p = shifted(L, x, d, k);
+    Value mn = L.g.binary(OpCode::Min, x, p), mx = L.g.binary(OpCode::Max, x, p);
+    Value r = L.g.binary(OpCode::Add, mx, L.g.unary(OpCode::Log1p, L.g.unary(OpCode::Exp, L.g.binary(OpCode::Sub, mn, mx))));
+    Value inf_same = L.g.binary(OpCode::And, L.g.compare(Cmp::EQ, mn, mx),
+                                L.g.compare(Cmp::EQ, L.g.unary(OpCode::Abs, mn), L.cst_like(INFINITY, mn)));
+    r = L.g.select(inf_same, x, r);
+    Value valid = L.g.compare(Cmp::GE, L.g.iota(DType::I64, s, d), L.g.constant(double(k), DType::I64, s));
+    x = L.g.select(valid, r, x);
+  }
+  return one(L.g.convert(x, dt));
+}
+
+// searchsorted(sorted_sequence, self, *, out_int32, right, side, sorter) and bucketize(self,
+// boundaries, *, out_int32, right): a fixed-length binary search (bit_length(n) rounds of
+// Gather) per value, with CPU's comparisons: lower bound moves right while !(b[mid] >= v),
+// upper bound while !(b[mid] > v) (so NaNs order as CPU's loop orders them).
+Value bsearch(Lower& L, Value b, Value v, bool right) {
+  ir::Shape bs = L.g.shape(b), vs = L.g.shape(v);  // [P, N], [P, M]
+  int64_t n = bs[1];
+  Value lo = L.g.constant(0, DType::I64, vs), hi = L.g.constant(double(n), DType::I64, vs);
+  if (n == 0) return lo;
+  for (int64_t r = n; r > 0; r >>= 1) {
+    Value open = L.g.compare(Cmp::LT, lo, hi);
+    Value mid = L.g.binary(OpCode::Add, lo, L.g.binary(OpCode::Div, L.g.binary(OpCode::Sub, hi, lo), L.cst_like(2, lo)));
+    Value bm = L.g.op(OpCode::Gather, {b, L.g.binary(OpCode::Min, mid, L.cst_like(double(n - 1), mid))}, axis(1));
+    Value go = L.g.unary(OpCode::Not, L.g.compare(right ? Cmp::GT : Cmp::GE, bm, v));
+    Value gor = L.g.binary(OpCode::And, open, go), gol = L.g.binary(OpCode::And, open, L.g.unary(OpCode::Not, go));
+    lo = L.g.select(gor, L.g.binary(OpCode::Add, mid, L.cst_like(1, mid)), lo);
+    hi = L.g.select(gol, mid, hi);
+  }
+  return lo;
+}
+
+std::vector<Value> search(Lower& L, const at::Tensor& bnd, const c10::IValue& vals, bool out_int32, bool right,
+                          const c10::IValue& sorter) {
+  TORCH_CHECK(bnd.dim() >= 1, "[", L.op(), "] boundaries tensor should have at least 1 dimension; got 0");
+  at::ScalarType st = vals.isTensor() ? at::promote_types(bnd.scalar_type(), vals.toTensor().scalar_type())
+                                      : at::result_type(bnd, vals.toScalar());
+  DType ct = to_ir(st, L.op());
+  at::Tensor vt = vals.isTensor() ? vals.toTensor() : at::Tensor();
+  ir::Shape vs = vt.defined() ? shape_of(vt) : ir::Shape{};
+  int64_t n = bnd.size(-1), m = vs.empty() ? 1 : vs.back(), p = 1;
+  if (bnd.dim() == 1) {
+    m = 1;
+    for (int64_t e : vs) m *= e;
+  } else {
+    TORCH_CHECK(vt.defined() && vt.dim() == bnd.dim() && std::equal(vs.begin(), vs.end() - 1, bnd.sizes().begin()), "[",
+                L.op(), "] boundaries tensor should be 1 dimension or the first N-1 dimensions of boundaries tensor and "
+                "input value tensor must match; got boundaries ", bnd.sizes(), " and input ",
+                vt.defined() ? vt.sizes() : at::IntArrayRef{});
+    for (size_t k = 0; k + 1 < vs.size(); ++k) p *= vs[k];
+  }
+  DType ot = out_int32 ? DType::I32 : DType::I64;
+  if (p * m == 0 || n == 0) return one(L.g.constant(0, ot, vs));
+  Value b = L.g.reshape(L.in(bnd, ct), {p, n});
+  if (has_tensor(sorter)) {
+    const at::Tensor& so = sorter.toTensor();
+    TORCH_CHECK(so.sizes() == bnd.sizes(), "[", L.op(), "] boundary and sorter must have the same size; got ", bnd.sizes(),
+                " and ", so.sizes());
+    TORCH_CHECK(so.scalar_type() == at::kLong, "[", L.op(), "] sorter must be a tensor of long dtype; got ", so.scalar_type());
+    Value si = L.g.reshape(L.in(so), {p, n});
+    Value bad = L.g.binary(OpCode::Or, L.g.compare(Cmp::LT, si, L.cst_like(0, si)), L.g.compare(Cmp::GE, si, L.cst_like(double(n), si)));
+    L.check(L.g.reduce(bad, ir::Reducer::Or, {0, 1}), std::string("[") + L.op() + "] sorter index out of range");
+    b = L.g.op(OpCode::Gather, {b, si}, axis(1));
+  }
+  Value v = vt.defined() ? L.g.reshape(L.in(vt, ct), {p, m}) : L.g.reshape(L.scalar(vals.toScalar(), ct), {1, 1});
+  return one(L.g.reshape(L.g.convert(bsearch(L, b, v, right), ot), vs));
+}
+
+// searchsorted.Tensor / .Scalar (sorted_sequence, self, *, out_int32, right, side, sorter).
+std::vector<Value> searchsorted(Lower& L, Args a) {
+  bool right = a[3].toBool();
+  if (!a[4].isNone()) {
+    std::string side = std::string(a[4].toStringRef());
+    TORCH_CHECK(side == "left" || side == "right", "[", L.op(), "] side can only be 'left' or 'right'; got '", side, "'");
+    TORCH_CHECK(!(side == "left" && right), "[", L.op(), "] side and right can't be set to opposites, got side of left while right was True");
+    right = side == "right";
+  }
+  return search(L, a[0].toTensor(), a[1], a[2].toBool(), right, a[5]);
+}
+
+// bucketize.Tensor / .Scalar (self, boundaries, *, out_int32, right).
+std::vector<Value> bucketize(Lower& L, Args a) {
+  TORCH_CHECK(a[1].toTensor().dim() == 1, "[", L.op(), "] boundaries tensor must be 1 dimension; got ", a[1].toTensor().dim());
+  return search(L, a[1].toTensor(), a[0], a[2].toBool(), a[3].toBool(), c10::IValue());
+}
+
+// repeat_interleave.Tensor(repeats, *, output_size): element j of the result is the number of
+// running totals of repeats that are <= j (an upper-bound search). Without output_size the
+// length depends on the data: one sync for the total (and the negative-repeat check).
+at::Tensor repeat_interleave(const at::Tensor& rep, std::optional<c10::SymInt> output_size) {
+  const char* op = "aten::repeat_interleave.Tensor";
+  TORCH_CHECK(rep.dim() == 1, "[", op, "] repeat_interleave only accept 1D vector as repeat; got ", rep.dim(), " dims");
+  TORCH_CHECK(rep.scalar_type() == at::kLong || rep.scalar_type() == at::kInt, "[", op,
+              "] repeats has to be Long or Int tensor; got ", rep.scalar_type());
+  int64_t n = rep.size(0), total = 0;
+  if (output_size.has_value()) {
+    total = output_size->expect_int();
+    TORCH_CHECK(total >= 0, "[", op, "] output_size must be non-negative; got ", total);
+  } else if (n > 0) {
+    Lower A(op);
+    Value r = A.in(rep, DType::I64);
+    auto res = A.run({A.g.reduce(r, ir::Reducer::Sum, {0}), A.g.reduce(r, ir::Reducer::Min, {0})});
+    total = res[0].cpu().item<int64_t>();  // the sync
+    TORCH_CHECK(res[1].cpu().item<int64_t>() >= 0, "[", op, "] repeats can not be negative");
+  }
+  Lower L(op);
+  if (n == 0 || total == 0) {
+    TORCH_CHECK(total == 0, "[", op, "] allocated size does not match required size; got output_size ", total, ", expected 0");
+    return L.run1(L.g.constant(0, to_ir(rep.scalar_type(), op), {0}));
+  }
+  Value r = L.in(rep, DType::I64);
+  Value cs = L.g.op(OpCode::Cumsum, {r}, axis(0));
+  if (output_size.has_value()) {
+    L.check(L.g.reduce(L.g.compare(Cmp::LT, r, L.cst_like(0, r)), ir::Reducer::Or, {0}), std::string("[") + op + "] repeats can not be negative");
+    Value sum = L.g.slice(cs, {n - 1}, {n}, {1});
+    L.check(L.g.reduce(L.g.compare(Cmp::NE, sum, L.g.constant(double(total), DType::I64, {1})), ir::Reducer::Or, {0}),
+            std::string("[") + op + "] allocated size does not match required size");
+  }
+  Value j = L.g.iota(DType::I64, {1, total}, 1);
+  Value out = L.g.reshape(bsearch(L, L.g.reshape(cs, {1, n}), j, true), {total});
+  return L.run1(L.g.convert(out, to_ir(rep.scalar_type(), op)));
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   auto cumsum = [](Lower& L, Args a) { return scan(L, a, OpCode::Cumsum); };
   auto cumprod = [](Lower& L, Args a) { return scan(L, a, OpCode::Cumprod); };
@@ -180,6 +356,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   auto median_d = [](Lower& L, Args a) { return median_dim(L, a, Stat::kMedian); };
   auto nanmedian_d = [](Lower& L, Args a) { return median_dim(L, a, Stat::kNanMedian); };
   auto kth = [](Lower& L, Args a) { return median_dim(L, a, Stat::kKth); };
+  auto cummax = [](Lower& L, Args a) { return cum_extreme(L, a, true); };
+  auto cummin = [](Lower& L, Args a) { return cum_extreme(L, a, false); };
   register_ops(m, {
       {"sort", sort}, {"sort.values", sort}, {"sort.stable", sort}, {"sort.values_stable", sort},
       {"topk", topk}, {"topk.values", topk},
@@ -190,7 +368,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
       {"median.dim", median_d}, {"median.dim_values", median_d},
       {"nanmedian.dim", nanmedian_d}, {"nanmedian.dim_values", nanmedian_d},
       {"kthvalue", kth}, {"kthvalue.values", kth},
+      {"cummax", cummax}, {"cummax.out", cummax}, {"cummin", cummin}, {"cummin.out", cummin},
+      {"_logcumsumexp", logcumsumexp}, {"_logcumsumexp.out", logcumsumexp},
+      {"searchsorted.Tensor", searchsorted}, {"searchsorted.Tensor_out", searchsorted},
+      {"searchsorted.Scalar", searchsorted}, {"searchsorted.Scalar_out", searchsorted},
+      {"bucketize.Tensor", bucketize}, {"bucketize.Tensor_out", bucketize}, {"bucketize.Scalar", bucketize},
   });
+  m.impl("repeat_interleave.Tensor", repeat_interleave);
 }
 
 }  // namespace
