@@ -200,3 +200,28 @@ def test_options():
     g = torch.compile(lambda x: x + 1, backend="tpu", options={"bogus": 1})
     with pytest.raises(Exception, match="unknown tpu backend option"):
         g(torch.ones(2, device="tpu"))
+
+
+def test_cnn_forward_backward_equals_eager():
+    torch.manual_seed(0)
+    net = nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(8, 16, 3, stride=2, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 5))
+    x = torch.randn(4, 3, 16, 16)
+    runs = {}
+    for name in ("eager", "compiled"):
+        m = copy.deepcopy(net).to("tpu")
+        f = torch.compile(m, backend="tpu") if name == "compiled" else m
+        with torch_tpu.precision(HIGHEST):
+            for _ in range(3):
+                m.zero_grad(set_to_none=True)
+                y = f(x.to("tpu"))
+                y.square().mean().backward()
+        runs[name] = (y.detach().cpu(), _grads(m), m[1].running_mean.cpu(), m[5].running_var.cpu())
+    torch.testing.assert_close(runs["compiled"][0], runs["eager"][0], atol=1e-5, rtol=1e-5)
+    _close_grads(runs["compiled"][1], runs["eager"][1], rel=1e-5)
+    torch.testing.assert_close(runs["compiled"][2], runs["eager"][2], atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(runs["compiled"][3], runs["eager"][3], atol=1e-6, rtol=1e-5)
+    s = tc.stats()
+    assert s["graphs"] == 2 and s["captures"] == 2 and s["replays"] == 4 and s["eager_calls"] == 0, s
