@@ -132,6 +132,36 @@ void transpose_tile(T* o, const T* x, int64_t dst_b, int64_t src_a, int64_t i0, 
 }
 
 #ifdef __AVX2__
+// 2-byte elements (bf16/f16): 8x8 blocks in 128-bit registers (unpack 16/32/64).
+template <>
+void transpose_tile<uint16_t>(uint16_t* o, const uint16_t* x, int64_t dst_b, int64_t src_a, int64_t i0,
+                              int64_t i1, int64_t j0, int64_t j1) {
+  int64_t i8 = i0 + (i1 - i0) / 8 * 8, j8 = j0 + (j1 - j0) / 8 * 8;
+  for (int64_t j = j0; j < j8; j += 8)
+    for (int64_t i = i0; i < i8; i += 8) {
+      const uint16_t* s = x + i + j * src_a;
+      __m128i r[8], a[8], b[8];
+      for (int k = 0; k < 8; ++k) r[k] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + k * src_a));
+      for (int k = 0; k < 8; k += 2) {
+        a[k] = _mm_unpacklo_epi16(r[k], r[k + 1]);
+        a[k + 1] = _mm_unpackhi_epi16(r[k], r[k + 1]);
+      }
+      for (int h = 0; h < 8; h += 4) {  // h = 0: rows 0-3, h = 4: rows 4-7
+        b[h] = _mm_unpacklo_epi32(a[h], a[h + 2]);
+        b[h + 1] = _mm_unpackhi_epi32(a[h], a[h + 2]);
+        b[h + 2] = _mm_unpacklo_epi32(a[h + 1], a[h + 3]);
+        b[h + 3] = _mm_unpackhi_epi32(a[h + 1], a[h + 3]);
+      }
+      uint16_t* d = o + i * dst_b + j;
+      for (int k = 0; k < 4; ++k) {  // b[k] holds columns 2k, 2k+1 of rows 0-3; b[k+4] of rows 4-7
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(d + (2 * k) * dst_b), _mm_unpacklo_epi64(b[k], b[k + 4]));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(d + (2 * k + 1) * dst_b), _mm_unpackhi_epi64(b[k], b[k + 4]));
+      }
+    }
+  transpose_scalar(o, x, dst_b, src_a, i8, i1, j0, j1);
+  transpose_scalar(o, x, dst_b, src_a, i0, i8, j8, j1);
+}
+
 // 4-byte elements: 8x8 blocks transposed in registers (8 loads, 24 shuffles, 8 stores;
 // the bits move unchanged), the tile's ragged edges by the scalar loop.
 template <>
