@@ -11,6 +11,7 @@
 #include <cstring>
 #include <vector>
 
+#include "hwy/targets.h"
 #include "runtime/host/vec_math.h"
 
 namespace torch_tpu::host::vec {
@@ -95,6 +96,33 @@ TEST(VecMath, UlpBoundsOverStridedSweep) {
     std::printf("[vec_math] %-9s max %.3f ulp (at %a)\n", f.name, mx, worst);
     EXPECT_LE(mx, f.max_ulp) << f.name << " at x=" << worst;
   }
+}
+
+// Every compiled target this CPU runs (SSE2 / SSE4 without FMA, AVX2, AVX-512) keeps the
+// bounds and the special values: the fallback for CPUs without AVX2 is exercised here.
+TEST(VecMath, EveryDispatchTargetKeepsBounds) {
+  const int64_t supported = hwy::SupportedTargets();
+  int ran = 0;
+  for (int64_t t : {int64_t{HWY_SSE2}, int64_t{HWY_SSE4}, int64_t{HWY_AVX2}, int64_t{HWY_AVX3}}) {
+    if (!(supported & t)) continue;
+    hwy::SetSupportedTargetsForTest(t);
+    ASSERT_STREQ(target_name(), hwy::TargetName(t));
+    for (const Fn& f : fns()) {
+      float worst = 0;
+      double mx = sweep(f, 8191, &worst);
+      EXPECT_LE(mx, f.max_ulp) << f.name << " on " << hwy::TargetName(t) << " at x=" << worst;
+      const float sp[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN};
+      float y[5];
+      f.f(sp, y, 5);
+      for (int i = 0; i < 5; ++i) {
+        double e = ulp_error(y[i], f.ref(sp[i]));
+        EXPECT_LT(e, 1e9) << f.name << "(" << sp[i] << ") on " << hwy::TargetName(t);
+      }
+    }
+    ++ran;
+  }
+  hwy::SetSupportedTargetsForTest(0);  // back to the CPU's own targets
+  EXPECT_GE(ran, 2);
 }
 
 TEST(VecMath, DISABLED_ExhaustiveUlp) {
