@@ -8,11 +8,11 @@
 // "ulp" = |result - exact| / ulp(exact); the test asserts these bounds:
 //
 //   function   max error   algorithm
-//   exp        1 ulp       hwy::Exp (range reduction by ln2, degree-5 polynomial)
+//   exp        1.5 ulp     hwy::Exp
 //   expm1      4 ulp       hwy::Expm1
 //   log        2 ulp       hwy::Log
 //   log1p      3 ulp       hwy::Log1p
-//   tanh       3 ulp       hwy::Tanh
+//   tanh       4 ulp       hwy::Tanh
 //   logistic   3 ulp       1 / (1 + exp(-x)) in f32 with the exp above (0 for x < -88.72,
 //                          where exp(-x) overflows: the f32 formula, as PyTorch CPU)
 //   erf        2 ulp       N. Juffa's faithfully rounded erff polynomials (two branches,
