@@ -10,6 +10,7 @@
 //   HIGHEST  plain f32 GEMM (more precise than the TPU's 6 bf16 passes, and cheaper here).
 // bf16/f16 operands are widened (exactly), multiplied with f32 accumulation and rounded
 // once. Integer dots wrap (64-bit accumulation).
+#include <algorithm>
 #include <cstring>
 
 #include "runtime/host/gemm.h"
@@ -80,22 +81,19 @@ void part_line(const typename DT<D>::S* in, O* out, int64_t n, Part p) {
 
 // src viewed as [outer, K, inner] -> dst [outer, X, K, inner], block p = part(src, parts[p]),
 // stored as f32 or as bf16 bits. lhs: inner = 1 (rows); rhs: outer = batch, inner = N.
+// Each [K, inner] block is contiguous in src and, per part, in dst, so the parts are
+// computed over long runs (the whole operand when X = 1), cut only at block boundaries
+// and at the thread split.
 template <DType D, class O>
 void pack(const void* src, O* dst, int64_t outer, int64_t K, int64_t inner, const Part* parts, int X) {
   const auto* s = static_cast<const typename DT<D>::S*>(src);
-  auto grain = [&](int64_t per) { return std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, per * X)); };
-  if (inner == 1) {
-    parallel_for(outer, grain(K), [&](int64_t b, int64_t e) {
-      for (int64_t o = b; o < e; ++o)
-        for (int p = 0; p < X; ++p) part_line<D>(s + o * K, dst + (o * X + p) * K, K, parts[p]);
-    });
-    return;
-  }
-  parallel_for(outer * K, grain(inner), [&](int64_t b, int64_t e) {
-    for (int64_t l = b; l < e; ++l) {
-      int64_t o = l / K, k = l % K;
-      for (int p = 0; p < X; ++p)
-        part_line<D>(s + l * inner, dst + ((o * X + p) * K + k) * inner, inner, parts[p]);
+  const int64_t block = K * inner;
+  if (block == 0) return;
+  parallel_for(outer * block, std::max<int64_t>(1, kParallelGrain / X), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e;) {
+      int64_t o = i / block, off = i % block, len = std::min(e - i, block - off);
+      for (int p = 0; p < X; ++p) part_line<D>(s + i, dst + (o * X + p) * block + off, len, parts[p]);
+      i += len;
     }
   });
 }

@@ -1,7 +1,9 @@
 // Elementwise kernels: one generic loop per arity over the functors of scalar_ops.h,
 // instantiated per (op, dtype) by the X-macro over ops.def; plus compare, select, clamp
 // and convert. Each loop is a RangeFn, shared by the eager kernel and the fused loops.
-// Operands are contiguous and of the node's shape (clamp bounds may be 0-d).
+// Operands are contiguous and of the node's shape (clamp bounds may be 0-d). Float ops
+// with a vectorized f32 function (scalar_ops.h kVecF32, vec_math.h) run through it.
+#include <algorithm>
 #include <type_traits>
 
 #include "runtime/host/kernels.h"
@@ -27,13 +29,30 @@ void eager_kernel(const KernelArgs& a) {
                [&](int64_t b, int64_t e) { f(a.step, a.in, a.out, b, e); });
 }
 
+template <class Op>
+concept HasVecF32 = requires { Op::kVecF32; };
+
 template <class Op, DType D>
 void unary_range(const Step&, const void* const* in, void* out, int64_t b, int64_t e) {
   using M = DT<D>;
   using S = typename M::S;
   const S* __restrict x = static_cast<const S*>(in[0]);
   S* __restrict o = static_cast<S*>(out);
-  for (int64_t i = b; i < e; ++i) o[i] = M::store(Op::f(M::load(x[i])));
+  if constexpr (HasVecF32<Op> && D == DType::F32) {
+    Op::kVecF32(x + b, o + b, e - b);
+  } else if constexpr (HasVecF32<Op> && std::is_same_v<typename M::C, float>) {
+    // bf16/f16: widen a chunk to f32, run the vector function in place, round once.
+    constexpr int64_t kChunk = 512;
+    alignas(64) float buf[kChunk];
+    for (int64_t i = b; i < e; i += kChunk) {
+      int64_t n = std::min(kChunk, e - i);
+      for (int64_t k = 0; k < n; ++k) buf[k] = M::load(x[i + k]);
+      Op::kVecF32(buf, buf, n);
+      for (int64_t k = 0; k < n; ++k) o[i + k] = M::store(buf[k]);
+    }
+  } else {
+    for (int64_t i = b; i < e; ++i) o[i] = M::store(Op::f(M::load(x[i])));
+  }
 }
 
 template <class Op, DType D>

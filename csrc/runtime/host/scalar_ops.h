@@ -18,6 +18,7 @@
 #include "runtime/host/numeric.h"
 #include "runtime/host/special_math.h"
 #include "runtime/host/special_poly.h"
+#include "runtime/host/vec_math.h"
 
 namespace torch_tpu::host::ops {
 
@@ -33,6 +34,17 @@ constexpr bool kSigned = kIsInt<T> && std::is_signed_v<T>;
       return expr;                    \
     }                                 \
   };
+// A float op with a vectorized f32 array function (vec_math.h): the elementwise loops run
+// f32, bf16 and f16 through kVecF32 (bf16/f16 widened to f32, rounded once); f(x) is the
+// f64 definition (and the scalar reference).
+#define TPU_UNARY_VEC_OP(Name, expr, vec_fn)               \
+  struct Name##Op {                                         \
+    static constexpr vec::F32Fn kVecF32 = &vec::vec_fn;     \
+    template <class T>                                      \
+    static T f(T x) {                                       \
+      return expr;                                          \
+    }                                                       \
+  };
 #define TPU_BINARY_OP(Name, expr)     \
   struct Name##Op {                   \
     template <class T>                \
@@ -42,19 +54,19 @@ constexpr bool kSigned = kIsInt<T> && std::is_signed_v<T>;
   };
 
 TPU_UNARY_OP(Sign, x != x ? x : static_cast<T>((T(0) < x) - (x < T(0))))
-TPU_UNARY_OP(Exp, std::exp(x))
-TPU_UNARY_OP(Expm1, std::expm1(x))
-TPU_UNARY_OP(Log, std::log(x))
-TPU_UNARY_OP(Log1p, std::log1p(x))
+TPU_UNARY_VEC_OP(Exp, std::exp(x), exp_f32)
+TPU_UNARY_VEC_OP(Expm1, std::expm1(x), expm1_f32)
+TPU_UNARY_VEC_OP(Log, std::log(x), log_f32)
+TPU_UNARY_VEC_OP(Log1p, std::log1p(x), log1p_f32)
 TPU_UNARY_OP(Sqrt, std::sqrt(x))
 TPU_UNARY_OP(Rsqrt, T(1) / std::sqrt(x))
 TPU_UNARY_OP(Cbrt, std::cbrt(x))
-TPU_UNARY_OP(Tanh, std::tanh(x))
-TPU_UNARY_OP(Logistic, T(1) / (T(1) + std::exp(-x)))
-TPU_UNARY_OP(Sin, std::sin(x))
-TPU_UNARY_OP(Cos, std::cos(x))
+TPU_UNARY_VEC_OP(Tanh, std::tanh(x), tanh_f32)
+TPU_UNARY_VEC_OP(Logistic, T(1) / (T(1) + std::exp(-x)), logistic_f32)
+TPU_UNARY_VEC_OP(Sin, std::sin(x), sin_f32)
+TPU_UNARY_VEC_OP(Cos, std::cos(x), cos_f32)
 TPU_UNARY_OP(Tan, std::tan(x))
-TPU_UNARY_OP(Erf, std::erf(x))
+TPU_UNARY_VEC_OP(Erf, std::erf(x), erf_f32)
 TPU_UNARY_OP(Floor, std::floor(x))
 TPU_UNARY_OP(Ceil, std::ceil(x))
 TPU_UNARY_OP(RoundEven, __builtin_roundeven(x))
@@ -210,6 +222,7 @@ struct ShiftRightOp {
 };
 
 #undef TPU_UNARY_OP
+#undef TPU_UNARY_VEC_OP
 #undef TPU_BINARY_OP
 
 }  // namespace torch_tpu::host::ops
