@@ -103,8 +103,18 @@ def _with_out(op, fn):
     except (TypeError, ValueError):
         pass
 
+    # A factory (no tensor inputs: linspace, logspace, ...) computes in its out's dtype, as the
+    # out= overload does on CPU (logspace(0, 1.2, 2, out=int64) is [1, 10], not [1, 15]).
+    factory = not any(isinstance(a.type, torch.TensorType) for a in op._schema.arguments if a.name not in outs)
+    try:
+        takes_dtype = "dtype" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        takes_dtype = False
+
     def out_fn(*args, **kwargs):
         dsts = [kwargs.pop(n) for n in outs]
+        if factory and takes_dtype and kwargs.get("dtype") is None:
+            kwargs["dtype"] = dsts[0].dtype
         res = fn(*args, **kwargs)
         res = res if isinstance(res, (tuple, list)) else (res,)
         for d, r in zip(dsts, res):
