@@ -11,6 +11,10 @@ struct Config {
   // TORCH_TPU_HOST_FUSION=0 turns off fused loops in the host runtime (each node then runs
   // as its own kernel). Default on. Compile options can override it per executable.
   bool host_fusion = true;
+  // Single f32 GEMMs run through oneDNN, on the OpenMP thread pool the rest of the host
+  // runtime uses; TORCH_TPU_GEMM=openblas selects OpenBLAS sgemm (its own pthread pool, which
+  // spins between calls and contends with the OpenMP team: docs/decisions/gemm.md).
+  bool gemm_onednn = true;
 };
 
 inline const Config& config() {
@@ -19,6 +23,7 @@ inline const Config& config() {
     if (const char* v = std::getenv("TORCH_TPU_HOST_FUSION"))
       r.host_fusion = !(std::strcmp(v, "0") == 0 || std::strcmp(v, "false") == 0 ||
                         std::strcmp(v, "off") == 0);
+    if (const char* v = std::getenv("TORCH_TPU_GEMM")) r.gemm_onednn = std::strcmp(v, "openblas") != 0;
     return r;
   }();
   return c;

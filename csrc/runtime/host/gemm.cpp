@@ -1,7 +1,7 @@
-// host::gemm: oneDNN matmul for bf16 and for batched f32 (one primitive per shape, layout
-// and type, created on first use and kept in a process-wide cache; a mutex guards the map,
-// and oneDNN allows executing one primitive from several threads), OpenBLAS sgemm for a
-// single f32 GEMM and dgemm for f64. The split is measured: docs/decisions/gemm.md.
+// host::gemm: oneDNN matmul for f32 and bf16 (one primitive per shape, layout and type,
+// created on first use and kept in a process-wide cache; a mutex guards the map, and oneDNN
+// allows executing one primitive from several threads); OpenBLAS dgemm for f64, and sgemm
+// for a single f32 GEMM when TORCH_TPU_GEMM=openblas. See docs/decisions/gemm.md.
 #include "runtime/host/gemm.h"
 
 #include <cblas.h>
@@ -13,6 +13,7 @@
 #include <mutex>
 #include <tuple>
 
+#include "base/config.h"
 #include "base/error.h"
 
 namespace torch_tpu::host {
@@ -88,7 +89,7 @@ void gemm(const GemmShape& s, GemmType t, const void* a, const void* b, float* c
     return;
   }
   TPU_CHECK(t == GemmType::F32 || gemm_has_bf16(), "[host gemm] no bf16 kernel on this CPU");
-  if (t == GemmType::F32 && s.batch == 1) {  // OpenBLAS: 10-25% faster here for one f32 GEMM
+  if (t == GemmType::F32 && s.batch == 1 && !config().gemm_onednn) {  // OpenBLAS (TORCH_TPU_GEMM=openblas)
     auto ta = s.trans_a ? CblasTrans : CblasNoTrans, tb = s.trans_b ? CblasTrans : CblasNoTrans;
     int lda = static_cast<int>(s.trans_a ? s.m : s.k), ldb = static_cast<int>(s.trans_b ? s.k : s.n);
     cblas_sgemm(CblasRowMajor, ta, tb, s.m, s.n, s.k, 1.0f, static_cast<const float*>(a), lda,
