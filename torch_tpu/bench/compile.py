@@ -15,10 +15,8 @@ machine). tpu steps end with a stream sync.
 """
 import argparse
 import copy
-import importlib.util
 import json
 import os
-import pathlib
 import subprocess
 import sys
 import tempfile
@@ -27,19 +25,11 @@ import time
 import torch
 
 import torch_tpu
-
-_EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "gpt.py"
-
-
-def _load_gpt():
-    spec = importlib.util.spec_from_file_location("torch_tpu_gpt_example", _EXAMPLE)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from torch_tpu.bench.gpt import _load_example
 
 
 def _gpt_setup(batch):
-    gpt = _load_gpt()
+    gpt = _load_example()
     torch.manual_seed(0)
     chars, data = gpt.load_data()
     cfg = gpt.Config(vocab=len(chars.chars))
