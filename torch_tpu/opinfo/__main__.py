@@ -34,7 +34,7 @@ def main(argv=None):
     p.add_argument("--modules", action="store_true", help="also run module_db")
     p.add_argument("--modules-only", action="store_true", help="run only module_db")
     p.add_argument("--json", help="write per-entry, per-dtype results to this file")
-    p.add_argument("--time-limit", type=float, default=60.0, help="seconds per entry and phase (default 60)")
+    p.add_argument("--time-limit", type=float, default=180.0, help="seconds per entry and phase (default 180: max_pool2d's forward, ~12 s alone, passed 60 s late in a full run)")
     p.add_argument("--update-expected", action="store_true", help="rewrite expected_failures.txt lines of the entries run")
     p.add_argument("--no-check", action="store_true", help="don't compare with expected_failures.txt")
     p.add_argument("--quiet", action="store_true", help="no progress line")
