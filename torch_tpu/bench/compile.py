@@ -25,18 +25,11 @@ import time
 import torch
 
 import torch_tpu
-from torch_tpu.bench.gpt import _load_example
+from torch_tpu.bench.gpt import setup as _gpt_setup_n
 
 
 def _gpt_setup(batch):
-    gpt = _load_example()
-    torch.manual_seed(0)
-    chars, data = gpt.load_data()
-    cfg = gpt.Config(vocab=len(chars.chars))
-    model = gpt.GPT(cfg)
-    gen = torch.Generator().manual_seed(1)
-    batches = [gpt.get_batch(data, batch, cfg.ctx, gen) for _ in range(4)]
-    return gpt, cfg, model, batches
+    return _gpt_setup_n(batch, 4)
 
 
 def _sync(dev):

@@ -31,6 +31,17 @@ def _load_example():
     return mod
 
 
+def setup(batch, n_batches):
+    """The example module, its default config, a model seeded with 0 and `n_batches` batches."""
+    gpt = _load_example()
+    torch.manual_seed(0)
+    chars, data = gpt.load_data()
+    cfg = gpt.Config(vocab=len(chars.chars))
+    model = gpt.GPT(cfg)
+    gen = torch.Generator().manual_seed(1)
+    return gpt, cfg, model, [gpt.get_batch(data, batch, cfg.ctx, gen) for _ in range(n_batches)]
+
+
 class _Side:
     def __init__(self, gpt, model, device, batches):
         self.device = device
@@ -63,13 +74,7 @@ def main(argv=None):
     ap.add_argument("--batch", type=int, default=8)
     args = ap.parse_args(argv)
 
-    gpt = _load_example()
-    torch.manual_seed(0)
-    chars, data = gpt.load_data()
-    cfg = gpt.Config(vocab=len(chars.chars))
-    model = gpt.GPT(cfg)
-    gen = torch.Generator().manual_seed(1)
-    batches = [gpt.get_batch(data, args.batch, cfg.ctx, gen) for _ in range(8)]
+    gpt, cfg, model, batches = setup(args.batch, 8)
 
     prev_mode = torch_tpu.get_eager_mode()
     torch_tpu.set_eager_mode(torch_tpu.EagerMode.DEFER_NEVER)

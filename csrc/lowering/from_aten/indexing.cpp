@@ -136,26 +136,40 @@ std::vector<Value> gather_op(Lower& L, Args a) {
 }
 
 // scatter(self, dim, index, src-or-value) and scatter_add(self, dim, index, src)
+// The operands of scatter / scatter_reduce (self, dim, index, src tensor or scalar at a[3]):
+// checks src's dtype and the ranks; false (nothing to scatter: self as is) for an empty index.
+struct ScatterOperands {
+  Value x, i, u;
+};
+bool scatter_operands(Lower& L, const Args& a, const ir::Shape& s, const ir::Shape& is, int64_t d, DType dt,
+                      ScatterOperands* out) {
+  const at::Tensor &self = a[0].toTensor(), &index = a[2].toTensor();
+  const at::Tensor* src = a[3].isTensor() ? &a[3].toTensor() : nullptr;
+  if (src) TORCH_CHECK(src->scalar_type() == self.scalar_type(), "[", L.op(), "] Expected self.dtype to be equal to src.dtype; got ",
+                       self.scalar_type(), " and ", src->scalar_type());
+  out->x = L.g.reshape(L.in(self), s);
+  if (index.numel() == 0) return false;  // no shape checks, as CPU
+  check_same_rank(L, self, index, d, src);
+  out->i = L.g.reshape(index_in(L, index, s[d], false, oob(L, d, s[d])), is);
+  if (src) {
+    out->u = L.g.reshape(L.in(*src), shape1(*src));
+    if (shape1(*src) != is)
+      out->u = L.g.slice(out->u, std::vector<int64_t>(is.size(), 0), is, std::vector<int64_t>(is.size(), 1));
+  } else {
+    out->u = L.bcast(L.scalar(a[3].toScalar(), dt), is);
+  }
+  return true;
+}
+
 std::vector<Value> scatter_op(Lower& L, Args a, bool add) {
   const at::Tensor &self = a[0].toTensor(), &index = a[2].toTensor();
   ir::Shape s = shape1(self), is = shape1(index);
   int64_t d = wrap_dim(a[1].toInt(), static_cast<int64_t>(s.size()));
   check_index_dtype(L, index);
   DType dt = to_ir(self.scalar_type(), L.op());
-  const at::Tensor* src = a[3].isTensor() ? &a[3].toTensor() : nullptr;
-  if (src) TORCH_CHECK(src->scalar_type() == self.scalar_type(), "[", L.op(), "] Expected self.dtype to be equal to src.dtype; got ",
-                       self.scalar_type(), " and ", src->scalar_type());
-  Value x = L.g.reshape(L.in(self), s);
-  if (index.numel() == 0) return one(L.g.reshape(x, shape_of(self)));  // no shape checks, as CPU
-  check_same_rank(L, self, index, d, src);
-  Value i = L.g.reshape(index_in(L, index, s[d], false, oob(L, d, s[d])), is);
-  Value u;
-  if (src) {
-    u = L.g.reshape(L.in(*src), shape1(*src));
-    if (shape1(*src) != is) u = L.g.slice(u, std::vector<int64_t>(is.size(), 0), is, std::vector<int64_t>(is.size(), 1));
-  } else {
-    u = L.bcast(L.scalar(a[3].toScalar(), dt), is);
-  }
+  ScatterOperands o;
+  if (!scatter_operands(L, a, s, is, d, dt, &o)) return one(L.g.reshape(o.x, shape_of(self)));
+  Value x = o.x, i = o.i, u = o.u;
   return one(L.g.reshape(scatter(L, x, i, u, d, add), shape_of(self)));
 }
 
@@ -248,20 +262,9 @@ std::vector<Value> scatter_reduce_op(Lower& L, Args a) {
   Red r = parse_red(L, a[4].toStringRef(), two ? RedArg::kScatterReduce : RedArg::kLegacy);
   bool include_self = two ? a[5].toBool() : true;
   DType dt = to_ir(self.scalar_type(), L.op());
-  const at::Tensor* src = a[3].isTensor() ? &a[3].toTensor() : nullptr;
-  if (src) TORCH_CHECK(src->scalar_type() == self.scalar_type(), "[", L.op(), "] Expected self.dtype to be equal to src.dtype; got ",
-                       self.scalar_type(), " and ", src->scalar_type());
-  Value x = L.g.reshape(L.in(self), s);
-  if (index.numel() == 0) return one(L.g.reshape(x, shape_of(self)));  // no shape checks, as CPU
-  check_same_rank(L, self, index, d, src);
-  Value i = L.g.reshape(index_in(L, index, s[d], false, oob(L, d, s[d])), is);
-  Value u;
-  if (src) {
-    u = L.g.reshape(L.in(*src), shape1(*src));
-    if (shape1(*src) != is) u = L.g.slice(u, std::vector<int64_t>(is.size(), 0), is, std::vector<int64_t>(is.size(), 1));
-  } else {
-    u = L.bcast(L.scalar(a[3].toScalar(), dt), is);
-  }
+  ScatterOperands o;
+  if (!scatter_operands(L, a, s, is, d, dt, &o)) return one(L.g.reshape(o.x, shape_of(self)));
+  Value x = o.x, i = o.i, u = o.u;
   return one(L.g.reshape(scatter_reduce_core(L, x, i, u, d, r, include_self), shape_of(self)));
 }
 
