@@ -1,5 +1,6 @@
-// convolution on the host: oneDNN's f32 forward convolution (plain ncdhw / goidhw layouts,
-// one primitive per geometry, cached process-wide like host::gemm) for f32/bf16/f16, and a
+// convolution on the host: oneDNN's f32 forward convolution (our plain ncdhw / goidhw operands
+// reordered to the blocked layouts its direct jit kernels use; one primitive per geometry,
+// cached process-wide like host::gemm) for f32/bf16/f16, and a
 // direct loop for f64 and integers (oneDNN has neither). Operands are packed to f32 first when
 // their values change (bf16/f16 widening, bf16 rounding for DEFAULT/HIGH) or their layout
 // does (lhs dilation or negative padding: the input is materialized dilated and padded).
@@ -13,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "runtime/host/kernels.h"
 #include "runtime/host/numeric.h"
@@ -130,9 +132,19 @@ dnnl::engine& engine() {
   return e;
 }
 
+// The convolution runs on the layouts oneDNN picks (format `any`: blocked nChw8c and
+// OIhw8i8o on AVX2, its direct jit kernels); our tensors are plain, so src and weights are
+// reordered in and dst out through scratch when the picked layout is not the plain one.
 struct Prim {
   dnnl::convolution_forward prim;
-  memory::desc src, wei, dst;
+  memory::desc src, wei, dst;     // plain (ours)
+  memory::desc bsrc, bwei, bdst;  // as the primitive reads / writes them
+  std::optional<dnnl::reorder> rsrc, rwei, rdst;
+  int64_t bytes(int r) const {  // scratch for a blocked copy (0 when plain)
+    const memory::desc& d = r == 0 ? bsrc : r == 1 ? bwei : bdst;
+    const std::optional<dnnl::reorder>& o = r == 0 ? rsrc : r == 1 ? rwei : rdst;
+    return o ? static_cast<int64_t>(d.get_size()) : 0;
+  }
 };
 
 memory::dims spatial(const Geo& g, const int64_t* v) { return memory::dims(v + 3 - g.S, v + 3); }
@@ -161,10 +173,15 @@ std::shared_ptr<Prim> make_prim(const Geo& g) {
     int64_t win = (g.K[i] - 1) * g.rd[i] + 1;
     pr.push_back((g.Y[i] - 1) * g.str[i] + win - g.Xp[i] - g.plo[i]);
   }
+  auto any = [](const memory::desc& d) { return memory::desc(d.get_dims(), d.get_data_type(), tag::any); };
   dnnl::convolution_forward::primitive_desc pd(
-      engine(), dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, p->src, p->wei,
-      p->dst, spatial(g, g.str), dil, pl, pr);
+      engine(), dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, any(p->src),
+      any(p->wei), any(p->dst), spatial(g, g.str), dil, pl, pr);
   p->prim = dnnl::convolution_forward(pd);
+  p->bsrc = pd.src_desc(), p->bwei = pd.weights_desc(), p->bdst = pd.dst_desc();
+  if (p->bsrc != p->src) p->rsrc = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), p->src, engine(), p->bsrc));
+  if (p->bwei != p->wei) p->rwei = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), p->wei, engine(), p->bwei));
+  if (p->bdst != p->dst) p->rdst = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), p->bdst, engine(), p->dst));
   return p;
 }
 
@@ -182,11 +199,18 @@ std::shared_ptr<Prim> lookup(const std::vector<int64_t>& key, const Geo& g) {
   return cache.emplace(key, p).first->second;
 }
 
-void run_prim(const Prim& p, const float* x, const float* w, float* y) {
+// blk: scratch for the blocked copies, laid out src | wei | dst as Prim::bytes says.
+void run_prim(const Prim& p, const float* x, const float* w, float* y, char* blk) {
   thread_local dnnl::stream stream(engine());
   memory mx(p.src, engine(), const_cast<float*>(x)), mw(p.wei, engine(), const_cast<float*>(w));
   memory my(p.dst, engine(), y);
-  p.prim.execute(stream, {{DNNL_ARG_SRC, mx}, {DNNL_ARG_WEIGHTS, mw}, {DNNL_ARG_DST, my}});
+  memory bx = mx, bw = mw, by = my;
+  char* at = blk;
+  if (p.rsrc) bx = memory(p.bsrc, engine(), at), at += p.bytes(0), p.rsrc->execute(stream, mx, bx);
+  if (p.rwei) bw = memory(p.bwei, engine(), at), at += p.bytes(1), p.rwei->execute(stream, mw, bw);
+  if (p.rdst) by = memory(p.bdst, engine(), at);
+  p.prim.execute(stream, {{DNNL_ARG_SRC, bx}, {DNNL_ARG_WEIGHTS, bw}, {DNNL_ARG_DST, by}});
+  if (p.rdst) p.rdst->execute(stream, by, my);
   stream.wait();
 }
 
@@ -194,7 +218,8 @@ void run_prim(const Prim& p, const float* x, const float* w, float* y) {
 
 // Scratch regions (byte offsets in Step::offsets): packed input (two for HIGH), packed
 // weight (two), f32 result, second f32 result (HIGH).
-enum { kX0, kX1, kW0, kW1, kY0, kY1, kNumRegions };
+// blocked copies for oneDNN (Prim::bytes).
+enum { kX0, kX1, kW0, kW1, kY0, kY1, kBlk, kNumRegions };
 
 template <class T>
 T* region(const KernelArgs& a, int r) {
@@ -214,22 +239,23 @@ void conv_kernel(const KernelArgs& a) {
     std::fill(y, y + out_n, 0.0f);
   } else {
     auto prim = lookup(a.step.v0, g);
+    char* blk = region<char>(a, kBlk);
     int64_t wn = g.O * (g.C / g.G) * g.k_plane();
     int recipe = static_cast<int>(a.step.i0);
     if (recipe == 0) {
-      run_prim(*prim, static_cast<const float*>(a.in[0]), static_cast<const float*>(a.in[1]), y);
+      run_prim(*prim, static_cast<const float*>(a.in[0]), static_cast<const float*>(a.in[1]), y, blk);
     } else {
       bool high = recipe == 2;
       Part px = D != DType::F32 || a.step.n->attrs.precision == ir::Precision::Highest ? Part::Value : Part::Hi;
       float *x0 = region<float>(a, kX0), *w0 = region<float>(a, kW0);
       pack_input_part<D>(a.in[0], x0, g, px);
       pack_weight_part<D>(a.in[1], w0, wn, high ? Part::HiPlusLo : px);
-      run_prim(*prim, x0, w0, y);
+      run_prim(*prim, x0, w0, y, blk);
       if (high) {
         float *x1 = region<float>(a, kX1), *w1 = region<float>(a, kW1), *y1 = region<float>(a, kY1);
         pack_input_part<D>(a.in[0], x1, g, Part::Lo);
         pack_weight_part<D>(a.in[1], w1, wn, Part::Hi);
-        run_prim(*prim, x1, w1, y1);
+        run_prim(*prim, x1, w1, y1, blk);
         parallel_for(out_n, kParallelGrain, [&](int64_t b, int64_t e) {
           for (int64_t i = b; i < e; ++i) y[i] += y1[i];
         });
@@ -326,8 +352,13 @@ void prepare_conv(const ir::Graph& graph, Step& s) {
   s.i0 = direct ? 0 : high ? 2 : 1;
   int64_t xn = g.N * g.C * g.p_plane(), wn = g.O * (g.G ? g.C / g.G : 0) * g.k_plane();
   int64_t yn = g.N * g.O * g.out_plane();
+  int64_t blk = 0;
+  if (g.C > 0 && g.k_plane() > 0 && yn > 0) {
+    auto prim = lookup(s.v0, g);  // created here (compile time) to size the blocked copies
+    for (int r = 0; r < 3; ++r) blk += (prim->bytes(r) + 63) / 64 * 64;
+  }
   int64_t sizes[kNumRegions] = {direct ? 0 : xn, high ? xn : 0, direct ? 0 : wn, high ? wn : 0,
-                                l.dtype == DType::F32 ? 0 : yn, high ? yn : 0};
+                                l.dtype == DType::F32 ? 0 : yn, high ? yn : 0, (blk + 3) / 4};
   s.offsets.assign(kNumRegions, 0);
   for (int i = 0; i < kNumRegions; ++i) {
     s.offsets[i] = s.scratch_bytes;
