@@ -15,6 +15,9 @@ struct Config {
   // runtime uses; TORCH_TPU_GEMM=openblas selects OpenBLAS sgemm (its own pthread pool, which
   // spins between calls and contends with the OpenMP team: docs/decisions/gemm.md).
   bool gemm_onednn = true;
+  // Fused eager: a window of more than this many IR nodes is flushed while recording goes on
+  // (TORCH_TPU_FUSED_WINDOW_NODES), so the device runs one part while Python records the next.
+  size_t fused_window_nodes = 4096;
 };
 
 inline const Config& config() {
@@ -24,6 +27,10 @@ inline const Config& config() {
       r.host_fusion = !(std::strcmp(v, "0") == 0 || std::strcmp(v, "false") == 0 ||
                         std::strcmp(v, "off") == 0);
     if (const char* v = std::getenv("TORCH_TPU_GEMM")) r.gemm_onednn = std::strcmp(v, "openblas") != 0;
+    if (const char* v = std::getenv("TORCH_TPU_FUSED_WINDOW_NODES")) {
+      long n = std::strtol(v, nullptr, 10);
+      if (n > 0) r.fused_window_nodes = static_cast<size_t>(n);
+    }
     return r;
   }();
   return c;

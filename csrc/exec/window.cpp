@@ -5,6 +5,7 @@
 #include <numeric>
 #include <unordered_map>
 
+#include "base/config.h"
 #include "base/error.h"
 #include "device/device.h"
 #include "exec/stream.h"
@@ -13,7 +14,6 @@
 namespace torch_tpu::exec {
 namespace {
 
-constexpr size_t kMaxNodes = 4096;  // flush heuristic: bounds compile time and memory
 constexpr int kMaxDevices = 16;
 
 struct Meta {
@@ -346,7 +346,7 @@ void defer(int dev, OpRecord& r) {
     std::lock_guard<std::mutex> s(g_stats_mu);
     ++g_stats.deferred_ops;
   }
-  if (w.g.nodes().size() > kMaxNodes && !w.capturing) flush_locked(w, dev, "window size");
+  if (w.g.nodes().size() > config().fused_window_nodes && !w.capturing) flush_locked(w, dev, "window size");
 }
 
 void defer_checks(int dev, std::vector<at::Tensor> flags, std::vector<std::string> messages) {

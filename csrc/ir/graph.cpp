@@ -376,7 +376,69 @@ Value Graph::intern(Node&& n) {
   return Value{id};
 }
 
+namespace {
+
+bool is_identity_perm(const std::vector<int64_t>& p) {
+  for (size_t i = 0; i < p.size(); ++i)
+    if (p[i] != static_cast<int64_t>(i)) return false;
+  return true;
+}
+
+// Folds a transpose feeding one side of a dot_general into its dimension numbers, when the
+// free dims keep their relative order (the result's dim order follows the operand's free
+// dims). perm: the transpose's permutation; batch/contract: that side's dims, rewritten.
+bool fold_transpose_into_dot(const std::vector<int64_t>& perm, std::vector<int64_t>& batch,
+                             std::vector<int64_t>& contract) {
+  std::vector<bool> used(perm.size(), false);
+  for (int64_t d : batch) used[d] = true;
+  for (int64_t d : contract) used[d] = true;
+  int64_t last = -1;
+  for (size_t d = 0; d < perm.size(); ++d) {
+    if (used[d]) continue;
+    if (perm[d] < last) return false;
+    last = perm[d];
+  }
+  for (int64_t& d : batch) d = perm[d];
+  for (int64_t& d : contract) d = perm[d];
+  return true;
+}
+
+}  // namespace
+
 Value Graph::op(OpCode op, std::vector<Value> operands, Attrs attrs, Shape shape, DType dtype) {
+  // Canonical forms, so later passes and runtimes see fewer nodes: a full slice with unit
+  // strides and an identity transpose are their operand; a transpose feeding a dot_general
+  // becomes part of its dimension numbers (the host GEMM reads a transposed operand in place).
+  if (op == OpCode::Slice && operands.size() == 1 && operands[0].valid() &&
+      operands[0].id < static_cast<int>(nodes_.size())) {
+    const Shape& xs = nodes_[operands[0].id].shape;
+    bool full = attrs.start.size() == xs.size() && attrs.limit == xs && attrs.stride.size() == xs.size();
+    for (size_t i = 0; full && i < xs.size(); ++i) full = attrs.start[i] == 0 && attrs.stride[i] == 1;
+    if (full) return operands[0];
+  }
+  if (op == OpCode::Transpose && operands.size() == 1 && operands[0].valid() &&
+      operands[0].id < static_cast<int>(nodes_.size()) &&
+      attrs.dims.size() == nodes_[operands[0].id].shape.size() && is_identity_perm(attrs.dims))
+    return operands[0];
+  if (op == OpCode::Dot && operands.size() == 2) {
+    for (int side = 0; side < 2; ++side) {
+      Value v = operands[side];
+      if (!v.valid() || v.id >= static_cast<int>(nodes_.size())) continue;
+      const Node& t = nodes_[v.id];
+      if (t.is_param || t.op != OpCode::Transpose || t.attrs.dims.size() != t.shape.size()) continue;
+      std::vector<int64_t>& batch = side == 0 ? attrs.lhs_batch : attrs.rhs_batch;
+      std::vector<int64_t>& contract = side == 0 ? attrs.lhs_contract : attrs.rhs_contract;
+      bool in_range = true;
+      for (int64_t d : batch) in_range &= d >= 0 && d < static_cast<int64_t>(t.shape.size());
+      for (int64_t d : contract) in_range &= d >= 0 && d < static_cast<int64_t>(t.shape.size());
+      if (!in_range) continue;  // inference reports the error
+      std::vector<int64_t> b = batch, c = contract;
+      if (fold_transpose_into_dot(t.attrs.dims, b, c)) {
+        batch = std::move(b), contract = std::move(c);
+        operands[side] = Value{t.operands[0]};
+      }
+    }
+  }
   Node n;
   n.op = op;
   n.operands.reserve(operands.size());

@@ -132,14 +132,23 @@ void float_dot_kernel(const KernelArgs& a) {
     } else {
       void* pa = region(a, kPA);
       void* pb = region(a, kPB);
-      if (rc.bf16) {
+      if (rc.parts == 1) {  // one part: an elementwise map, so the layout (transposed or not) is kept
+        if (rc.bf16) {
+          pack<D>(l.p, static_cast<uint16_t*>(pa), 1, B * M * K, 1, rc.lhs, 1);
+          pack<D>(r.p, static_cast<uint16_t*>(pb), 1, B * K * N, 1, rc.rhs, 1);
+        } else {
+          pack<D>(l.p, static_cast<float*>(pa), 1, B * M * K, 1, rc.lhs, 1);
+          pack<D>(r.p, static_cast<float*>(pb), 1, B * K * N, 1, rc.rhs, 1);
+        }
+        gemm({B, M, N, K, l.trans, r.trans}, rc.bf16 ? GemmType::BF16 : GemmType::F32, pa, pb, c);
+      } else if (rc.bf16) {
         pack<D>(l.p, static_cast<uint16_t*>(pa), B * M, K, 1, rc.lhs, rc.parts);
         pack<D>(r.p, static_cast<uint16_t*>(pb), B, K, N, rc.rhs, rc.parts);
       } else {
         pack<D>(l.p, static_cast<float*>(pa), B * M, K, 1, rc.lhs, rc.parts);
         pack<D>(r.p, static_cast<float*>(pb), B, K, N, rc.rhs, rc.parts);
       }
-      gemm({B, M, N, rc.parts * K, false, false}, rc.bf16 ? GemmType::BF16 : GemmType::F32, pa, pb, c);
+      if (rc.parts > 1) gemm({B, M, N, rc.parts * K, false, false}, rc.bf16 ? GemmType::BF16 : GemmType::F32, pa, pb, c);
     }
     if constexpr (D != DType::F32) {
       S* o = static_cast<S*>(a.out);
@@ -227,10 +236,11 @@ void prepare_dot(const ir::Graph& g, Step& s) {
   DType d = l.dtype;
   bool native = d == DType::F32 && at.precision != ir::Precision::Highest && gemm_has_bf16();
   Recipe rc = ir::is_float(d) && d != DType::F64 ? recipe(d, at.precision, native) : Recipe{0, false, {}, {}};
-  bool direct = ir::is_float(d) && rc.parts == 0;  // the GEMM reads operands as stored
+  // The GEMM reads operands as stored, or packed elementwise (one part) in the same layout.
+  bool direct = ir::is_float(d) && rc.parts <= 1;
   int lm = plan_operand(l, at.lhs_batch, at.lhs_contract, true, direct, s);
   int rm = plan_operand(r, at.rhs_batch, at.rhs_contract, false, direct, s);
-  if (rc.parts > 0) {  // packing reads canonical layouts; a transposed one is gathered first
+  if (rc.parts > 1) {  // K-block packing reads canonical layouts; a transposed one is gathered first
     lm = lm == 1 ? 2 : lm;
     rm = rm == 1 ? 2 : rm;
   }

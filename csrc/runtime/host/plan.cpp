@@ -10,6 +10,7 @@
 
 #include "base/error.h"
 #include "ir/passes/fuse.h"
+#include "runtime/host/gemm.h"
 
 namespace torch_tpu::host {
 
@@ -96,13 +97,49 @@ void prepare(const ir::Graph& g, Step& s) {
   }
 }
 
+// Whether node n is an f32 dot/convolution at DEFAULT precision that rounds its operands.
+bool rounds_operands(const ir::Graph& g, const ir::Node& n, bool dots) {
+  if (n.is_param || n.attrs.precision != ir::Precision::Default) return false;
+  if (n.op != ir::OpCode::Convolution && !(dots && n.op == ir::OpCode::Dot)) return false;
+  return g.nodes()[n.operands[0]].dtype == ir::DType::F32 && g.nodes()[n.operands[1]].dtype == ir::DType::F32;
+}
+
+// PlanOptions::round_operands_in_graph: the graph rebuilt with explicit operand rounding.
+// Returns false (and leaves `out` alone) when no node needs it.
+bool round_operands(const ir::Graph& g, ir::Graph& out) {
+  bool dots = !gemm_has_bf16();
+  bool any = false;
+  for (const ir::Node& n : g.nodes()) any |= rounds_operands(g, n, dots);
+  if (!any) return false;
+  std::vector<ir::Value> map(g.nodes().size());
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    const ir::Node& n = g.nodes()[i];
+    if (n.is_param) {
+      map[i] = out.param(n.dtype, n.shape);
+      continue;
+    }
+    std::vector<ir::Value> ops;
+    for (int o : n.operands) ops.push_back(map[o]);
+    ir::Attrs attrs = n.attrs;
+    if (rounds_operands(g, n, dots)) {
+      for (ir::Value& v : ops) v = out.convert(out.convert(v, ir::DType::BF16), ir::DType::F32);
+      attrs.precision = ir::Precision::Highest;
+    }
+    map[i] = out.op(n.op, std::move(ops), std::move(attrs), n.shape, n.dtype);
+  }
+  std::vector<ir::Value> outs;
+  for (ir::Value v : g.outputs()) outs.push_back(map[v.id]);
+  out.set_outputs(std::move(outs));
+  return true;
+}
+
 }  // namespace
 
 std::unique_ptr<Plan> make_plan(const ir::Graph& graph, const PlanOptions& opt) {
   graph.verify();
   auto plan = std::make_unique<Plan>();
   Plan& p = *plan;
-  p.graph = graph;
+  if (!opt.round_operands_in_graph || !round_operands(graph, p.graph)) p.graph = graph;
   const auto& nodes = p.graph.nodes();
   int nv = static_cast<int>(nodes.size());
   p.slots.resize(nv);

@@ -48,6 +48,12 @@ struct Plan {
 struct PlanOptions {
   // Run fused clusters as one tiled loop each (fused.cpp); off = one kernel per node.
   bool fuse = config().host_fusion;
+  // Rewrite f32 DEFAULT-precision dot_general / convolution into HIGHEST ones over operands
+  // rounded by explicit convert(convert(x, bf16), f32) nodes (the same numbers: products of
+  // bf16 values are exact in f32), so that each value is rounded once per graph (CSE) and the
+  // rounding fuses into the loop producing it. Dots keep their packed form when the CPU has
+  // a native bf16 GEMM.
+  bool round_operands_in_graph = true;
 };
 
 // Verifies and copies `g`, then plans it.

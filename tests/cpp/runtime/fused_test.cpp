@@ -233,11 +233,47 @@ TEST(HostFused, MatmulEpilogue) {
   ir::Attrs d;
   d.lhs_contract = {1};
   d.rhs_contract = {0};
+  d.precision = ir::Precision::Highest;  // DEFAULT adds operand rounding (next test)
   Value h = g.binary(OpCode::Add, g.dot(x, w, d), g.broadcast(b, {64, 48}, {1}));
   g.set_outputs({g.binary(OpCode::Max, h, bcast_scalar(g, 0, DType::F32, {64, 48}))});
   EXPECT_EQ(fused_steps(g), 2);
   expect_same(g, {random_tensor(DType::F32, {64, 32}, 1), random_tensor(DType::F32, {32, 48}, 2),
                   random_tensor(DType::F32, {48}, 3)});
+}
+
+// DEFAULT f32 dots and convolutions round their operands through explicit converts in the
+// planned graph: each value is rounded once (w feeds two dots, t a dot and a transposed dot),
+// the rounding of t runs in the loop computing t, and the numbers equal the packed path's.
+TEST(HostFused, DefaultPrecisionRoundsEachOperandOnce) {
+  Graph g;
+  Value x = g.param(DType::F32, {64, 32}), w = g.param(DType::F32, {32, 48}), u = g.param(DType::F32, {64, 32});
+  ir::Attrs d;
+  d.lhs_contract = {1};
+  d.rhs_contract = {0};
+  Value t = g.unary(OpCode::Tanh, x);
+  ir::Attrs tt;  // t^T t: contract the rows
+  tt.lhs_contract = {0};
+  tt.rhs_contract = {0};
+  g.set_outputs({g.dot(t, w, d), g.dot(u, w, d), g.dot(t, t, tt)});
+  // Steps: {tanh, round(t)}, round(w), round(u), three dots.
+  EXPECT_EQ(fused_steps(g), 6);
+  std::vector<Tensor> in = {random_tensor(DType::F32, {64, 32}, 1), random_tensor(DType::F32, {32, 48}, 2),
+                            random_tensor(DType::F32, {64, 32}, 3)};
+  auto run = [&](bool in_graph) {
+    PlanOptions o;
+    o.round_operands_in_graph = in_graph;
+    auto exe = compile_host(g, o);
+    std::vector<View> iv, ov;
+    for (Tensor& x : in) iv.push_back(x.view());
+    std::vector<Tensor> outs;
+    for (Value v : g.outputs()) outs.emplace_back(g.dtype(v), g.shape(v));
+    for (Tensor& x : outs) ov.push_back(x.view());
+    exe->run(iv, ov);
+    return outs;
+  };
+  auto a = run(true), b = run(false);
+  for (size_t i = 0; i < a.size(); ++i)
+    ASSERT_EQ(std::memcmp(a[i].bytes.data(), b[i].bytes.data(), a[i].numel() * 4), 0) << "output " << i;
 }
 
 TEST(HostFused, ResultsDoNotDependOnThreadCount) {
