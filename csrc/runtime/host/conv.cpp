@@ -173,7 +173,23 @@ std::shared_ptr<Prim> make_prim(const Geo& g) {
     int64_t win = (g.K[i] - 1) * g.rd[i] + 1;
     pr.push_back((g.Y[i] - 1) * g.str[i] + win - g.Xp[i] - g.plo[i]);
   }
-  auto any = [](const memory::desc& d) { return memory::desc(d.get_dims(), d.get_data_type(), tag::any); };
+  // Negative right padding means the last input elements are never read: oneDNN's kernels
+  // still touch them past the end (a crash when the input ends a page), so the source is
+  // described cropped instead (its dims shrink, its strides stay those of the whole buffer).
+  bool cropped = false;
+  memory::dims sdims = p->src.get_dims(), sstrides(sdims.size());
+  for (int64_t i = static_cast<int64_t>(sdims.size()) - 1, st = 1; i >= 0; --i) sstrides[i] = st, st *= sdims[i];
+  for (size_t i = 0; i < pr.size(); ++i)
+    if (pr[i] < 0) sdims[2 + i] += pr[i], pr[i] = 0, cropped = true;
+  if (cropped) p->src = memory::desc(sdims, f32, sstrides);
+  // Blocked layouts (oneDNN's direct jit kernels) for one group, no dilation and non-negative
+  // left padding; the plain-layout gemm implementation for the rest.
+  bool blocked = g.G == 1 && !g.materialize;
+  for (int64_t v : pl) blocked &= v >= 0;
+  for (int64_t d : dil) blocked &= d == 0;
+  auto any = [&](const memory::desc& d) {
+    return blocked ? memory::desc(d.get_dims(), d.get_data_type(), tag::any) : d;
+  };
   dnnl::convolution_forward::primitive_desc pd(
       engine(), dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, any(p->src),
       any(p->wei), any(p->dst), spatial(g, g.str), dil, pl, pr);
@@ -197,6 +213,12 @@ std::shared_ptr<Prim> lookup(const std::vector<int64_t>& key, const Geo& g) {
   std::lock_guard<std::mutex> lock(mu);
   if (cache.size() > 4096) cache.clear();
   return cache.emplace(key, p).first->second;
+}
+
+int64_t blocked_bytes(const Prim& p) {
+  int64_t n = 0;
+  for (int r = 0; r < 3; ++r) n += (p.bytes(r) + 63) / 64 * 64;
+  return n;
 }
 
 // blk: scratch for the blocked copies, laid out src | wei | dst as Prim::bytes says.
@@ -227,7 +249,7 @@ T* region(const KernelArgs& a, int r) {
 }
 
 // Step data: v0 = Geo, i0 = precision recipe (0 direct f32, 1 one packed pass, 2 HIGH),
-// i1 = 1 when the result needs no rounding (f32 out written directly).
+// i2 = scratch bytes reserved for the blocked copies (kBlk).
 template <DType D>
 void conv_kernel(const KernelArgs& a) {
   using S = typename DT<D>::S;
@@ -240,6 +262,8 @@ void conv_kernel(const KernelArgs& a) {
   } else {
     auto prim = lookup(a.step.v0, g);
     char* blk = region<char>(a, kBlk);
+    std::unique_ptr<char[]> own;  // the executing thread's primitive picked bigger blocked copies
+    if (blocked_bytes(*prim) > a.step.i2) own.reset(new char[blocked_bytes(*prim)]), blk = own.get();
     int64_t wn = g.O * (g.C / g.G) * g.k_plane();
     int recipe = static_cast<int>(a.step.i0);
     if (recipe == 0) {
@@ -354,9 +378,13 @@ void prepare_conv(const ir::Graph& graph, Step& s) {
   int64_t yn = g.N * g.O * g.out_plane();
   int64_t blk = 0;
   if (g.C > 0 && g.k_plane() > 0 && yn > 0) {
-    auto prim = lookup(s.v0, g);  // created here (compile time) to size the blocked copies
-    for (int r = 0; r < 3; ++r) blk += (prim->bytes(r) + 63) / 64 * 64;
+    // A primitive made here only to size the blocked copies: the one that runs is made (and
+    // cached) on the executing thread, since oneDNN sizes a primitive's per-thread scratch by
+    // the OpenMP thread count of the thread creating it (running a compile-thread primitive
+    // on the wider worker team overran it: conv_transpose3d's samples crashed).
+    blk = blocked_bytes(*make_prim(g));
   }
+  s.i2 = blk;
   int64_t sizes[kNumRegions] = {direct ? 0 : xn, high ? xn : 0, direct ? 0 : wn, high ? wn : 0,
                                 l.dtype == DType::F32 ? 0 : yn, high ? yn : 0, (blk + 3) / 4};
   s.offsets.assign(kNumRegions, 0);
