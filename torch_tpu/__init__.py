@@ -5,6 +5,8 @@ kernels), names PrivateUse1 "tpu", installs `torch.tpu`, adds Tensor/Module/Stor
 methods and registers the Dynamo device interface (lazily: importing torch._dynamo costs
 about 1.7 s, so the interface is registered when torch._dynamo.device_interface loads).
 """
+__version__ = "0.1.0"  # as pyproject.toml
+
 import importlib.machinery
 import sys
 

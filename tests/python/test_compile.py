@@ -4,7 +4,11 @@ shapes never recapture, graph breaks and sync points fall back to eager for thei
 input mutation is written back, and a plain torch.compile on tpu tensors uses our backend."""
 import copy
 import importlib.util
+import json
+import os
 import pathlib
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -23,7 +27,9 @@ _spec.loader.exec_module(gpt)
 
 
 @pytest.fixture(autouse=True)
-def _fresh():
+def _fresh(tmp_path, monkeypatch):
+    # An empty on-disk cache per test: counts of compiled graphs stay those of a cold start.
+    monkeypatch.setenv("TORCH_TPU_CACHE_DIR", str(tmp_path / "tpu_cache"))
     torch._dynamo.reset()
     tc.reset_stats()
     yield
@@ -225,3 +231,39 @@ def test_cnn_forward_backward_equals_eager():
     torch.testing.assert_close(runs["compiled"][3], runs["eager"][3], atol=1e-6, rtol=1e-5)
     s = tc.stats()
     assert s["graphs"] == 2 and s["captures"] == 2 and s["replays"] == 4 and s["eager_calls"] == 0, s
+
+
+_DISK_CHILD = r"""
+import json, torch, torch.nn as nn, torch_tpu
+from torch._dynamo.utils import counters
+from torch_tpu._internal import compile as tc
+torch.manual_seed(0)
+m = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4)).to("tpu")
+x = torch.randn(5, 8).to("tpu")
+loss = torch.compile(m, backend="tpu")(x).square().mean()
+loss.backward()
+print(json.dumps({"loss": loss.item(), "grads": [p.grad.cpu().flatten().tolist() for p in m.parameters()],
+                  "aot": dict(counters["aot_autograd"]), "stats": tc.stats(), "dir": tc.cache_dir()}))
+"""
+
+
+def _disk_child(cache):
+    env = dict(os.environ, TORCH_TPU_CACHE_DIR=str(cache))
+    out = subprocess.run([sys.executable, "-c", _DISK_CHILD], env=env, capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_disk_cache_second_process_skips_aot_autograd(tmp_path):
+    first = _disk_child(tmp_path / "c")
+    assert first["aot"].get("autograd_cache_miss") == 1 and first["aot"].get("autograd_cache_saved") == 1
+    assert first["stats"]["graphs"] == 2 and first["stats"]["disk_loads"] == 0
+    assert first["dir"].startswith(str(tmp_path / "c")) and os.listdir(first["dir"])
+    second = _disk_child(tmp_path / "c")
+    assert second["aot"].get("autograd_cache_hit") == 1
+    assert second["stats"]["graphs"] == 0 and second["stats"]["disk_loads"] == 2  # forward + backward
+    assert second["stats"]["captures"] == 2
+    assert second["loss"] == first["loss"] and second["grads"] == first["grads"]
+    off = _disk_child("off")
+    assert off["dir"] is None and not off["aot"].get("autograd_cache_saved")
+    assert off["loss"] == first["loss"]

@@ -15,13 +15,25 @@ inputs that are not tpu tensors) runs its FX graph eagerly on every call; Dynamo
 graph breaks already run the broken part eagerly. Input mutation (optimizer state, BatchNorm
 running stats) is functionalized by AOTAutograd and written back by the replay.
 
+On-disk cache: AOTAutograd's result for each Dynamo graph (the traced, partitioned and
+decomposed forward/backward FX graphs and their runtime metadata) is kept on disk through
+PyTorch's AOTAutogradCache, bundled (our `TpuOutputCode` pickles its FX graph), in
+`$TORCH_TPU_CACHE_DIR/aot-<torch_tpu version>-<runtime>-<digest of the ops AOTAutograd
+decomposes>` (default `~/.cache/torch_tpu`;
+`TORCH_TPU_CACHE_DIR=off` disables it). The entry key is AOTAutograd's hash of the Dynamo
+graph, its inputs and the configs; the directory name adds the runtime and version. A warm
+process skips AOTAutograd's tracing and partitioning; the IR capture (milliseconds) is redone.
+
 Options (`torch.compile(..., options={...})`): TorchTPU's "async_compile" and
-"serializable" are accepted; the host runtime compiles in milliseconds, synchronously, and
-captures live in memory (keyed by graph hash in the compile cache), so both are no-ops here.
+"serializable" are accepted; the host runtime compiles in milliseconds, synchronously, so
+both are no-ops here.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
+import pickle
 import threading
 import time
 from typing import Any
@@ -34,7 +46,7 @@ _KNOWN_OPTIONS = {"async_compile", "serializable"}
 _FUSED = 0  # EagerMode.DEFER_AND_FUSE
 
 _stats_lock = threading.Lock()
-_stats = {"graphs": 0, "captures": 0, "replays": 0, "eager_calls": 0, "capture_seconds": 0.0}
+_stats = {"graphs": 0, "captures": 0, "replays": 0, "eager_calls": 0, "capture_seconds": 0.0, "disk_loads": 0}
 
 
 def stats() -> dict:
@@ -176,15 +188,126 @@ class CapturedGraph:
 _last_graphs: list[CapturedGraph] = []
 
 
+def _remember(g: CapturedGraph) -> None:
+    _last_graphs.append(g)
+    del _last_graphs[:-16]
+
+
+@functools.cache
+def _output_code_base():
+    from torch._inductor.output_code import OutputCode
+
+    return OutputCode
+
+
+class _TpuOutputCodeMixin:
+    """What AOTAutograd gets from our compilers: a boxed callable over a CapturedGraph, and an
+    Inductor OutputCode so that AOTAutogradCache can bundle it on disk (the FX graph is pickled;
+    captures are redone after loading)."""
+
+    def __init__(self, gm: torch.fx.GraphModule, kind: str):
+        self._graph: CapturedGraph | None = CapturedGraph(gm, kind)
+        self._kind = kind
+        self._gm_bytes: bytes | None = None
+        self._boxed_call = True
+
+    @property
+    def graph(self) -> CapturedGraph:
+        return self._graph
+
+    def __call__(self, inputs):
+        return self._graph(inputs)
+
+    def prepare_for_serialization(self) -> None:  # on a copy, before pickling
+        from torch._functorch._aot_autograd.autograd_cache import BypassAOTAutogradCache
+
+        try:
+            gm = self._graph.gm
+            self._gm_bytes = pickle.dumps(gm.__reduce__())
+        except Exception as e:  # tensor constants on the device, unpicklable targets
+            raise BypassAOTAutogradCache(f"[torch.compile tpu] graph not serializable: {e}") from e
+        self._graph = None
+
+    def post_compile(self, example_inputs, constants, graph_kwargs) -> None:
+        if self._graph is None:
+            fn, args = pickle.loads(self._gm_bytes)
+            self._graph = CapturedGraph(fn(*args), self._kind)
+            _bump("disk_loads")
+        _remember(self._graph)
+
+    def set_triton_bundle(self, triton_bundle) -> None:
+        pass
+
+
+@functools.cache
+def _output_code_type():
+    import dataclasses
+
+    base = _output_code_base()
+    cls = type("TpuOutputCode", (_TpuOutputCodeMixin, base), {"__module__": __name__, "__qualname__": "TpuOutputCode"})
+    cls.__init__ = _TpuOutputCodeMixin.__init__  # not the dataclass one
+    cls.__eq__ = object.__eq__
+    cls.__hash__ = object.__hash__
+    del dataclasses
+    return cls
+
+
+def __getattr__(name):  # TpuOutputCode, importable by pickle once Inductor is importable
+    if name == "TpuOutputCode":
+        return _output_code_type()
+    raise AttributeError(name)
+
+
+def cache_dir() -> str | None:
+    """The on-disk cache's directory (None when TORCH_TPU_CACHE_DIR=off)."""
+    root = os.environ.get("TORCH_TPU_CACHE_DIR", "")
+    if root.lower() in ("off", "0", "none", "false"):
+        return None
+    root = root or os.path.join(os.path.expanduser("~"), ".cache", "torch_tpu")
+    from torch_tpu import __version__
+
+    return os.path.join(root, f"aot-{__version__}-host-{_decompositions_digest()}")
+
+
+@functools.cache
+def _decompositions_digest() -> str:
+    """Which ops AOTAutograd decomposes (those without a tpu kernel) shapes the cached graphs."""
+    import hashlib
+
+    names = sorted(op.name() + "." + op._overloadname for op in _decompositions())
+    return hashlib.sha1("\n".join(names).encode()).hexdigest()[:12]
+
+
+@contextlib.contextmanager
+def _disk_cache():
+    """AOTAutogradCache, bundled, in our directory, for the compile of one Dynamo graph."""
+    d = cache_dir()
+    if d is None:
+        with torch._functorch.config.patch(enable_autograd_cache=False):
+            yield
+        return
+    from torch._functorch._aot_autograd.autograd_cache import AOTAutogradCache
+
+    saved = AOTAutogradCache.__dict__["_get_tmp_dir"]
+    AOTAutogradCache._get_tmp_dir = classmethod(lambda cls: d)
+    try:
+        with torch._functorch.config.patch(enable_autograd_cache=True, bundled_autograd_cache=True,
+                                           force_non_lazy_backward_lowering=True):
+            yield
+    finally:
+        AOTAutogradCache._get_tmp_dir = saved
+
+
 def _graph_compiler(kind: str):
+    from torch._functorch._aot_autograd.schemas import SerializableAOTDispatchCompiler
+
     def compile_graph(gm: torch.fx.GraphModule, example_inputs):
         _bump("graphs")
-        g = CapturedGraph(gm, kind)
-        _last_graphs.append(g)
-        del _last_graphs[:-16]
-        return g
+        out = _output_code_type()(gm, kind)
+        _remember(out.graph)
+        return out
 
-    return compile_graph
+    return SerializableAOTDispatchCompiler(_output_code_type(), compile_graph)
 
 
 def tpu_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None = None, mode: Any = None):
@@ -194,13 +317,14 @@ def tpu_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None =
         raise ValueError(f"[torch.compile] unknown tpu backend option(s) {sorted(unknown)}; expected {sorted(_KNOWN_OPTIONS)}")
     from torch._dynamo.backends.common import aot_autograd
 
-    return aot_autograd(
-        fw_compiler=_graph_compiler("forward"),
-        bw_compiler=_graph_compiler("backward"),
-        inference_compiler=_graph_compiler("inference"),
-        decompositions=_decompositions(),
-        keep_inference_input_mutations=True,
-    )(gm, example_inputs)
+    with _disk_cache():
+        return aot_autograd(
+            fw_compiler=_graph_compiler("forward"),
+            bw_compiler=_graph_compiler("backward"),
+            inference_compiler=_graph_compiler("inference"),
+            decompositions=_decompositions(),
+            keep_inference_input_mutations=True,
+        )(gm, example_inputs)
 
 
 def _on_tpu(example_inputs) -> bool:
