@@ -19,8 +19,8 @@ namespace {
 
 using runtime::View;
 
-std::vector<Tensor> run_opt(const Graph& g, std::vector<Tensor> inputs, bool fuse) {
-  auto exe = compile_host(g, PlanOptions{fuse});
+std::vector<Tensor> run_opt(const Graph& g, std::vector<Tensor> inputs, PlanOptions opt) {
+  auto exe = compile_host(g, opt);
   std::vector<View> in, out;
   for (Tensor& t : inputs) in.push_back(t.view());
   std::vector<Tensor> outs;
@@ -32,7 +32,7 @@ std::vector<Tensor> run_opt(const Graph& g, std::vector<Tensor> inputs, bool fus
 
 // Runs fused and unfused; expects identical bytes (tol < 0) or relative closeness.
 void expect_same(const Graph& g, const std::vector<Tensor>& inputs, double tol = -1) {
-  auto a = run_opt(g, inputs, true), b = run_opt(g, inputs, false);
+  auto a = run_opt(g, inputs, PlanOptions{true}), b = run_opt(g, inputs, PlanOptions{false});
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) {
     if (tol < 0) {
@@ -262,14 +262,7 @@ TEST(HostFused, DefaultPrecisionRoundsEachOperandOnce) {
   auto run = [&](bool in_graph) {
     PlanOptions o;
     o.round_operands_in_graph = in_graph;
-    auto exe = compile_host(g, o);
-    std::vector<View> iv, ov;
-    for (Tensor& x : in) iv.push_back(x.view());
-    std::vector<Tensor> outs;
-    for (Value v : g.outputs()) outs.emplace_back(g.dtype(v), g.shape(v));
-    for (Tensor& x : outs) ov.push_back(x.view());
-    exe->run(iv, ov);
-    return outs;
+    return run_opt(g, in, o);
   };
   auto a = run(true), b = run(false);
   for (size_t i = 0; i < a.size(); ++i)
@@ -285,9 +278,9 @@ TEST(HostFused, ResultsDoNotDependOnThreadCount) {
   Tensor in = random_tensor(DType::F32, s, 4);
   int saved = omp_get_max_threads();
   omp_set_num_threads(1);
-  auto one = run_opt(g, {in}, true);
+  auto one = run_opt(g, {in}, PlanOptions{true});
   omp_set_num_threads(std::max(2, saved));
-  auto many = run_opt(g, {in}, true);
+  auto many = run_opt(g, {in}, PlanOptions{true});
   omp_set_num_threads(saved);
   EXPECT_EQ(one[0].bytes, many[0].bytes);
   EXPECT_EQ(one[1].bytes, many[1].bytes);
