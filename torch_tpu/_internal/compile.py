@@ -286,16 +286,31 @@ def _disk_cache():
         with torch._functorch.config.patch(enable_autograd_cache=False):
             yield
         return
+    import torch._inductor.codecache as codecache
     from torch._functorch._aot_autograd.autograd_cache import AOTAutogradCache
 
-    saved = AOTAutogradCache.__dict__["_get_tmp_dir"]
+    # The entry key hashes Inductor's state as well. Two parts of it cost 1.6 s per process and
+    # say nothing about our backend: registering Inductor's code generators for every device
+    # (imports, 1.3 s) to list their custom passes, and hashing Inductor's source (0.3 s); the
+    # torch version stands for the latter. Patched only while our graph compiles.
+    patches = {"init_backend_registration": lambda: None, "torch_key": _torch_version_key}
+    saved = {k: getattr(codecache, k) for k in patches if hasattr(codecache, k)}
+    saved_dir = AOTAutogradCache.__dict__["_get_tmp_dir"]
     AOTAutogradCache._get_tmp_dir = classmethod(lambda cls: d)
+    for k in saved:
+        setattr(codecache, k, patches[k])
     try:
         with torch._functorch.config.patch(enable_autograd_cache=True, bundled_autograd_cache=True,
                                            force_non_lazy_backward_lowering=True):
             yield
     finally:
-        AOTAutogradCache._get_tmp_dir = saved
+        AOTAutogradCache._get_tmp_dir = saved_dir
+        for k, v in saved.items():
+            setattr(codecache, k, v)
+
+
+def _torch_version_key() -> bytes:
+    return f"torch {torch.__version__} {torch.version.git_version}".encode()
 
 
 def _graph_compiler(kind: str):
