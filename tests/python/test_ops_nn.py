@@ -144,3 +144,31 @@ def test_nn_modules_end_to_end():
     torch.testing.assert_close(lt.cpu(), lc, atol=1e-5, rtol=1e-5)
     for pc, pt in zip(m.parameters(), mt.parameters()):
         torch.testing.assert_close(pt.grad.cpu(), pc.grad, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "LSTMCell", "GRUCell"])
+@pytest.mark.parametrize("bias", [True, False])
+def test_rnn_fused_cells_match_cpu(kind, bias):
+    """nn.LSTM / nn.GRU (and their cells) reach ATen's fused cell ops on an accelerator
+    (_thnn_fused_lstm_cell / _thnn_fused_gru_cell and their backwards): tpu op sequences in
+    torch_tpu/_internal/rnn_cells.py. Outputs, final states and every gradient vs CPU."""
+    import copy
+
+    import torch_tpu
+
+    torch.manual_seed(0)
+    cls = getattr(torch.nn, kind)
+    seq = kind in ("LSTM", "GRU")
+    m = cls(5, 7, num_layers=2, batch_first=True, bias=bias) if seq else cls(5, 7, bias=bias)
+    x = torch.randn(3, 4, 5) if seq else torch.randn(3, 5)
+    outs = []
+    for dev in ("cpu", "tpu"):
+        mm = copy.deepcopy(m).to(dev)
+        xx = x.detach().clone().to(dev).requires_grad_()
+        with torch_tpu.precision(torch_tpu.Precision.HIGHEST):
+            y = mm(xx)
+            flat = [y[0], *(y[1] if isinstance(y[1], tuple) else (y[1],))] if seq else list(y if isinstance(y, tuple) else (y,))
+            sum(t.square().sum() * (i + 1) for i, t in enumerate(flat)).backward()
+        outs.append([t.detach().cpu() for t in flat] + [xx.grad.cpu()] + [p.grad.cpu() for p in mm.parameters()])
+    for a, b in zip(*outs):
+        torch.testing.assert_close(b, a, atol=2e-5, rtol=2e-5)
