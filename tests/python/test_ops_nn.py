@@ -172,3 +172,27 @@ def test_rnn_fused_cells_match_cpu(kind, bias):
         outs.append([t.detach().cpu() for t in flat] + [xx.grad.cpu()] + [p.grad.cpu() for p in mm.parameters()])
     for a, b in zip(*outs):
         torch.testing.assert_close(b, a, atol=2e-5, rtol=2e-5)
+
+
+@pytest.mark.parametrize("mode,dims,kw", [
+    ("nearest", 1, {"scale_factor": 2.5}), ("nearest", 2, {"size": (7, 3)}), ("nearest", 3, {"scale_factor": 1.5}),
+    ("nearest-exact", 2, {"size": (5, 9)}), ("linear", 1, {"size": 11, "align_corners": True}),
+    ("bilinear", 2, {"scale_factor": (1.7, 0.6), "align_corners": False}),
+    ("bilinear", 2, {"size": (9, 4), "align_corners": True}),
+    ("trilinear", 3, {"size": (3, 5, 6), "align_corners": False}),
+    ("bicubic", 2, {"scale_factor": 2.0, "align_corners": False}), ("bicubic", 2, {"size": (3, 8), "align_corners": True}),
+])
+def test_interpolate_backward_matches_cpu(mode, dims, kw):
+    """F.interpolate backward (torch_tpu/_internal/upsample_grad.py: the adjoint per spatial
+    dim) vs CPU, up- and downsampling, sizes and scale factors, align_corners both ways."""
+    torch.manual_seed(0)
+    x = torch.randn((2, 3) + (5, 6, 4)[:dims])
+    w = torch.randn_like(F.interpolate(x, mode=mode, **kw))
+    grads = []
+    for dev in ("cpu", "tpu"):
+        xx = x.detach().clone().to(dev).requires_grad_()
+        y = F.interpolate(xx, mode=mode, **kw)
+        (y * w.to(dev)).sum().backward()
+        grads.append((y.detach().cpu(), xx.grad.cpu()))
+    torch.testing.assert_close(grads[1][0], grads[0][0], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(grads[1][1], grads[0][1], atol=1e-5, rtol=1e-5)

@@ -150,8 +150,8 @@ def install():
             continue
         _lib.impl(_overload_name(op), _kernel(op, _with_out(op, fn)), "PrivateUse1")
     # Our own decompositions of backend-specific ops PyTorch has none for.
-    from torch_tpu._internal import rnn_cells
+    from torch_tpu._internal import rnn_cells, upsample_grad
 
-    for op, fn in rnn_cells.table().items():
+    for op, fn in {**rnn_cells.table(), **upsample_grad.table()}.items():
         if not has(op.name(), "PrivateUse1"):
-            _lib.impl(_overload_name(op), _kernel(op, fn), "PrivateUse1")
+            _lib.impl(_overload_name(op), _kernel(op, _with_out(op, fn)), "PrivateUse1")
