@@ -196,3 +196,19 @@ def test_interpolate_backward_matches_cpu(mode, dims, kw):
         grads.append((y.detach().cpu(), xx.grad.cpu()))
     torch.testing.assert_close(grads[1][0], grads[0][0], atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(grads[1][1], grads[0][1], atol=1e-5, rtol=1e-5)
+
+
+def test_group_norm_channels_last_matches_cpu():
+    """native_group_norm on a channels-last input (PyTorch's ref views its result as the
+    input's shape, which needs a contiguous input: torch_tpu/_internal/decompositions.py)."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 6, 5, 3).to(memory_format=torch.channels_last)
+    wt, b = torch.randn(6), torch.randn(6)
+    res = []
+    for dev in ("cpu", "tpu"):
+        xx = x.detach().clone().to(dev).requires_grad_()
+        y = F.group_norm(xx, 2, wt.to(dev), b.to(dev))
+        (y * torch.arange(y.numel()).reshape(y.shape).to(dev)).sum().backward()
+        res.append((y.detach().cpu(), xx.grad.cpu()))
+    torch.testing.assert_close(res[1][0], res[0][0], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(res[1][1], res[0][1], atol=1e-4, rtol=1e-5)

@@ -138,10 +138,14 @@ def install():
         return
     from torch._decomp import decomposition_table
 
+    from torch_tpu._internal import rnn_cells, upsample_grad
+
+    # Our own decompositions: ops PyTorch has none for, and fixes of PyTorch's for tpu inputs.
+    own = {**rnn_cells.table(), **upsample_grad.table(), **_fixes()}
     has = torch._C._dispatch_has_kernel_for_dispatch_key
     _lib = torch.library.Library("aten", "IMPL")
     for op, fn in decomposition_table.items():
-        if not isinstance(op, torch._ops.OpOverload) or op.namespace != "aten":
+        if not isinstance(op, torch._ops.OpOverload) or op.namespace != "aten" or op in own:
             continue
         name = op.name()
         # Only ops that would reach the fallback: no tpu kernel and no composite kernel.
@@ -149,9 +153,18 @@ def install():
                                       "CompositeExplicitAutogradNonFunctional")):
             continue
         _lib.impl(_overload_name(op), _kernel(op, _with_out(op, fn)), "PrivateUse1")
-    # Our own decompositions of backend-specific ops PyTorch has none for.
-    from torch_tpu._internal import rnn_cells, upsample_grad
-
-    for op, fn in {**rnn_cells.table(), **upsample_grad.table()}.items():
+    for op, fn in own.items():
         if not has(op.name(), "PrivateUse1"):
             _lib.impl(_overload_name(op), _kernel(op, _with_out(op, fn)), "PrivateUse1")
+
+
+def _fixes():
+    """PyTorch decompositions that need a change for tpu inputs."""
+    from torch._refs import native_group_norm
+
+    def group_norm(input, *args):
+        # The ref keeps a channels-last input's layout on "cpu" and PrivateUse1 and then
+        # views its contiguous result as the input's shape, which fails for such inputs.
+        return native_group_norm(input.contiguous(), *args)
+
+    return {torch.ops.aten.native_group_norm.default: group_norm}
