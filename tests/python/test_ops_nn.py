@@ -212,3 +212,26 @@ def test_group_norm_channels_last_matches_cpu():
         res.append((y.detach().cpu(), xx.grad.cpu()))
     torch.testing.assert_close(res[1][0], res[0][0], atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(res[1][1], res[0][1], atol=1e-4, rtol=1e-5)
+
+
+@pytest.mark.parametrize("norm_type", [2.0, 1.0])
+def test_embedding_max_norm_renormalizes_weight_like_cpu(norm_type):
+    """F.embedding(max_norm=...) renormalizes the looked-up rows of the weight in place
+    (embedding_renorm_), repeated indices included; output and weight vs CPU."""
+    torch.manual_seed(0)
+    w = torch.randn(10, 4) * 3
+    idx = torch.tensor([[1, 3, 3], [9, 0, 1]])
+    res = []
+    for dev in ("cpu", "tpu"):
+        ww = w.clone().to(dev)
+        y = F.embedding(idx.to(dev), ww, max_norm=1.5, norm_type=norm_type)
+        res.append((y.cpu(), ww.cpu()))
+    torch.testing.assert_close(res[1][0], res[0][0], atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(res[1][1], res[0][1], atol=1e-6, rtol=1e-6)
+    assert not torch.equal(res[0][1], w)  # rows were renormalized
+
+
+def test_sgn_backward_is_zero():
+    x = torch.randn(5).to("tpu").requires_grad_()
+    torch.sgn(x).sum().backward()  # autograd asks for an _efficientzerotensor
+    assert x.grad.cpu().eq(0).all()

@@ -159,7 +159,7 @@ def install():
 
 
 def _fixes():
-    """PyTorch decompositions that need a change for tpu inputs."""
+    """PyTorch decompositions that need a change for tpu inputs, and small ops it has none for."""
     from torch._refs import native_group_norm
 
     def group_norm(input, *args):
@@ -167,4 +167,19 @@ def _fixes():
         # views its contiguous result as the input's shape, which fails for such inputs.
         return native_group_norm(input.contiguous(), *args)
 
-    return {torch.ops.aten.native_group_norm.default: group_norm}
+    def efficient_zero_tensor(size, dtype=None, layout=None, device=None, pin_memory=None):
+        # CUDA returns a ZeroTensor (a dispatch-key marked zero); real zeros mean the same.
+        return torch.zeros(size, dtype=dtype, device=device)
+
+    def embedding_renorm_(weight, indices, max_norm, norm_type):
+        # Rows that indices name get scaled to max_norm when their norm exceeds it (CPU's
+        # max_norm / (norm + 1e-7)); a repeated index writes the same row twice.
+        idx = indices.reshape(-1)
+        rows = weight.index_select(0, idx)
+        norms = rows.norm(p=norm_type, dim=1, keepdim=True)
+        scale = torch.where(norms > max_norm, max_norm / (norms + 1e-7), torch.ones_like(norms))
+        return weight.index_copy_(0, idx, rows * scale)
+
+    aten = torch.ops.aten
+    return {aten.native_group_norm.default: group_norm, aten._efficientzerotensor.default: efficient_zero_tensor,
+            aten.embedding_renorm_.default: embedding_renorm_}
