@@ -181,5 +181,21 @@ def _fixes():
         return weight.index_copy_(0, idx, rows * scale)
 
     aten = torch.ops.aten
-    return {aten.native_group_norm.default: group_norm, aten._efficientzerotensor.default: efficient_zero_tensor,
+    from torch._decomp import decomposition_table as table
+
+    def empty_stats_in_eval(decomp):
+        def bn(input, weight, bias, running_mean, running_var, training, momentum, eps):
+            out, mean, rstd = decomp(input, weight, bias, running_mean, running_var, training, momentum, eps)
+            if not training:  # CPU and CUDA return empty saved statistics in eval mode
+                mean, rstd = input.new_empty(0), input.new_empty(0)
+            return out, mean, rstd
+
+        return bn
+
+    bn = empty_stats_in_eval(table[aten.native_batch_norm.default])
+    legit = empty_stats_in_eval(table[aten._native_batch_norm_legit.default])
+    return {aten.native_batch_norm.default: bn, aten.native_batch_norm.out: bn,
+            aten._native_batch_norm_legit.default: legit, aten._native_batch_norm_legit.out: legit,
+            aten._native_batch_norm_legit.no_stats_out: table[aten._native_batch_norm_legit.no_stats],
+            aten.native_group_norm.default: group_norm, aten._efficientzerotensor.default: efficient_zero_tensor,
             aten.embedding_renorm_.default: embedding_renorm_}
