@@ -235,3 +235,14 @@ def test_sgn_backward_is_zero():
     x = torch.randn(5).to("tpu").requires_grad_()
     torch.sgn(x).sum().backward()  # autograd asks for an _efficientzerotensor
     assert x.grad.cpu().eq(0).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.int32])
+def test_geometric_distribution_every_dtype(dtype):
+    """geometric_(p): mean 1/p, support {1, 2, ...}, finite, reproducible under the seed."""
+    torch.manual_seed(3)
+    t = torch.empty(200000, dtype=dtype, device="tpu").geometric_(0.3).cpu().double()
+    assert t.min() >= 1 and torch.isfinite(t).all() and torch.equal(t, t.floor())
+    assert abs(t.mean().item() - 1 / 0.3) < 0.03
+    torch.manual_seed(3)
+    assert torch.equal(torch.empty(200000, dtype=dtype, device="tpu").geometric_(0.3).cpu().double(), t)

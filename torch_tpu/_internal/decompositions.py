@@ -10,6 +10,7 @@ under cpu_fallback_mode. Calls are counted in torch_tpu.metrics()["decomposition
 TORCH_TPU_DECOMPOSITIONS=0 disables them (read once, at import).
 """
 import inspect
+import math
 import os
 import threading
 import warnings
@@ -192,10 +193,21 @@ def _fixes():
 
         return bn
 
+    def geometric(self, p, generator=None):
+        # PyTorch's ref draws rand_like(self): all zeros for an integer self (always 1 then),
+        # and 1.0 often enough in bf16 to give inf. Draw in f32 (f64 for f64) and convert.
+        fdt = torch.float64 if self.dtype == torch.float64 else torch.float32
+        u = torch.rand(self.shape, dtype=fdt, device=self.device, generator=generator)
+        return (torch.floor(torch.log1p(-u) / math.log1p(-p)) + 1).to(self.dtype)
+
+    def geometric_(self, p, generator=None):
+        return self.copy_(geometric(self, p, generator))
+
     bn = empty_stats_in_eval(table[aten.native_batch_norm.default])
     legit = empty_stats_in_eval(table[aten._native_batch_norm_legit.default])
     return {aten.native_batch_norm.default: bn, aten.native_batch_norm.out: bn,
             aten._native_batch_norm_legit.default: legit, aten._native_batch_norm_legit.out: legit,
             aten._native_batch_norm_legit.no_stats_out: table[aten._native_batch_norm_legit.no_stats],
-            aten.native_group_norm.default: group_norm, aten._efficientzerotensor.default: efficient_zero_tensor,
+            aten.native_group_norm.default: group_norm, aten.geometric.default: geometric,
+            aten.geometric_.default: geometric_, aten._efficientzerotensor.default: efficient_zero_tensor,
             aten.embedding_renorm_.default: embedding_renorm_}
