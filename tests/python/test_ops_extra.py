@@ -243,3 +243,22 @@ def test_put_out_of_range_index_raises_at_sync():
     with pytest.raises(RuntimeError, match="out of range"):
         a.put_(torch.tensor([4], device=DEV), torch.ones(1, device=DEV))
         torch.tpu.synchronize()
+
+
+@pytest.mark.parametrize("dim", [None, 0, 1, -1])
+@pytest.mark.parametrize("consecutive", [False, True])
+def test_unique_matches_cpu(dim, consecutive):
+    """torch.unique / unique_consecutive (values, inverse, counts) vs CPU, for elements and
+    along dims, ints with repeats, floats with NaNs (each NaN its own value), bools."""
+    torch.manual_seed(0)
+    xs = [torch.randint(0, 3, (4, 5, 2)), torch.tensor([[2.0, float("nan"), 1.0], [2.0, float("nan"), 1.0]]),
+          torch.tensor([[True, False], [True, True], [True, False]])]
+    for x in xs:
+        if consecutive:
+            ref = torch.unique_consecutive(x, return_inverse=True, return_counts=True, dim=dim)
+            got = torch.unique_consecutive(x.to("tpu"), return_inverse=True, return_counts=True, dim=dim)
+        else:
+            ref = torch.unique(x, sorted=True, return_inverse=True, return_counts=True, dim=dim)
+            got = torch.unique(x.to("tpu"), sorted=True, return_inverse=True, return_counts=True, dim=dim)
+        for r, g in zip(ref, got):
+            torch.testing.assert_close(g.cpu(), r, equal_nan=True, rtol=0, atol=0)
