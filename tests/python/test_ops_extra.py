@@ -262,3 +262,14 @@ def test_unique_matches_cpu(dim, consecutive):
             got = torch.unique(x.to("tpu"), sorted=True, return_inverse=True, return_counts=True, dim=dim)
         for r, g in zip(ref, got):
             torch.testing.assert_close(g.cpu(), r, equal_nan=True, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("start,end,steps", [(-2.5, 10.3, 50), (0.7, 9.9, 50), (3, 200.6, 17), (5, 9, 1), (1.5, 2, 0), (9, -4, 6)])
+def test_linspace_integer_dtype_matches_cpu(start, end, steps):
+    """Integer linspace truncates start/end first and steps from both ends in double, as CPU."""
+    for dt in (torch.int64, torch.int32):
+        ref = torch.linspace(start, end, steps, dtype=dt)
+        torch.testing.assert_close(torch.linspace(start, end, steps, dtype=dt, device="tpu").cpu(), ref, rtol=0, atol=0)
+        out = torch.empty(0, dtype=dt, device="tpu")
+        torch.linspace(start, end, steps, out=out)
+        torch.testing.assert_close(out.cpu(), ref, rtol=0, atol=0)

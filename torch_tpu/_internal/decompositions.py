@@ -203,9 +203,37 @@ def _fixes():
     def geometric_(self, p, generator=None):
         return self.copy_(geometric(self, p, generator))
 
+    def int_linspace(fn):
+        # CPU converts start and end to an integer dtype first (truncating), steps in double
+        # from both ends (halfway split) and truncates; the ref interpolates the raw floats.
+        def linspace(start, end, steps, *, dtype=None, **kwargs):
+            if dtype is None or dtype.is_floating_point or dtype.is_complex or dtype == torch.bool:
+                return fn(start, end, steps, **({"dtype": dtype} if dtype is not None else {}), **kwargs)
+            device = kwargs.get("device")
+            if device is None and isinstance(start, torch.Tensor):
+                device = start.device
+            lo = int(start.item() if isinstance(start, torch.Tensor) else start)
+            hi = int(end.item() if isinstance(end, torch.Tensor) else end)
+            if steps <= 1:
+                return torch.full((steps,), lo, dtype=dtype, device=device)
+            idx = torch.arange(steps, dtype=torch.float64, device=device)
+            step = (hi - lo) / (steps - 1)
+            vals = torch.where(idx < steps // 2, lo + step * idx, hi - step * (steps - 1 - idx))
+            return vals.to(dtype)
+
+        return linspace
+
     bn = empty_stats_in_eval(table[aten.native_batch_norm.default])
     legit = empty_stats_in_eval(table[aten._native_batch_norm_legit.default])
-    return {aten.native_batch_norm.default: bn, aten.native_batch_norm.out: bn,
+    linspaces = {}
+    for name in ("default",):  # the Tensor overloads keep the ref (their int64 tie-breaks still differ)
+        fn = table.get(getattr(aten.linspace, name))
+        if fn is not None:
+            linspaces[getattr(aten.linspace, name)] = int_linspace(fn)
+            out = getattr(aten.linspace, "out" if name == "default" else name + "_out", None)
+            if out is not None:
+                linspaces[out] = int_linspace(fn)
+    return {**linspaces, aten.native_batch_norm.default: bn, aten.native_batch_norm.out: bn,
             aten._native_batch_norm_legit.default: legit, aten._native_batch_norm_legit.out: legit,
             aten._native_batch_norm_legit.no_stats_out: table[aten._native_batch_norm_legit.no_stats],
             aten.native_group_norm.default: group_norm, aten.geometric.default: geometric,
