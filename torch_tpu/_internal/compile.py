@@ -293,20 +293,32 @@ def _disk_cache():
     # say nothing about our backend: registering Inductor's code generators for every device
     # (imports, 1.3 s) to list their custom passes, and hashing Inductor's source (0.3 s); the
     # torch version stands for the latter. Patched only while our graph compiles.
-    patches = {"init_backend_registration": lambda: None, "torch_key": _torch_version_key}
-    saved = {k: getattr(codecache, k) for k in patches if hasattr(codecache, k)}
-    saved_dir = AOTAutogradCache.__dict__["_get_tmp_dir"]
-    AOTAutogradCache._get_tmp_dir = classmethod(lambda cls: d)
-    for k in saved:
-        setattr(codecache, k, patches[k])
-    try:
-        with torch._functorch.config.patch(enable_autograd_cache=True, bundled_autograd_cache=True,
-                                           force_non_lazy_backward_lowering=True):
-            yield
-    finally:
-        AOTAutogradCache._get_tmp_dir = saved_dir
-        for k, v in saved.items():
-            setattr(codecache, k, v)
+    # Under one re-entrant lock, patched by the outermost entry only, so that concurrent or
+    # nested compiles never save a patched value as the original.
+    with _patch_lock:
+        outermost = _patch_depth[0] == 0
+        if outermost:
+            patches = {"init_backend_registration": lambda: None, "torch_key": _torch_version_key}
+            saved = {k: getattr(codecache, k) for k in patches if hasattr(codecache, k)}
+            saved_dir = AOTAutogradCache.__dict__["_get_tmp_dir"]
+            AOTAutogradCache._get_tmp_dir = classmethod(lambda cls: d)
+            for k in saved:
+                setattr(codecache, k, patches[k])
+        _patch_depth[0] += 1
+        try:
+            with torch._functorch.config.patch(enable_autograd_cache=True, bundled_autograd_cache=True,
+                                               force_non_lazy_backward_lowering=True):
+                yield
+        finally:
+            _patch_depth[0] -= 1
+            if outermost:
+                AOTAutogradCache._get_tmp_dir = saved_dir
+                for k, v in saved.items():
+                    setattr(codecache, k, v)
+
+
+_patch_lock = threading.RLock()
+_patch_depth = [0]
 
 
 def _torch_version_key() -> bytes:
