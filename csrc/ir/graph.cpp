@@ -518,10 +518,7 @@ Value Graph::reshape(Value x, Shape shape) {
   return op(OpCode::Reshape, {x}, {}, std::move(shape), dtype(x));
 }
 
-Value Graph::transpose(Value x, std::vector<int64_t> perm) {
-  bool ident = true;
-  for (size_t i = 0; i < perm.size(); ++i) ident &= perm[i] == static_cast<int64_t>(i);
-  if (ident && perm.size() == shape(x).size()) return x;
+Value Graph::transpose(Value x, std::vector<int64_t> perm) {  // op() drops an identity
   Attrs a;
   a.dims = std::move(perm);
   return op(OpCode::Transpose, {x}, std::move(a));

@@ -193,13 +193,6 @@ def _remember(g: CapturedGraph) -> None:
     del _last_graphs[:-16]
 
 
-@functools.cache
-def _output_code_base():
-    from torch._inductor.output_code import OutputCode
-
-    return OutputCode
-
-
 class _TpuOutputCodeMixin:
     """What AOTAutograd gets from our compilers: a boxed callable over a CapturedGraph, and an
     Inductor OutputCode so that AOTAutogradCache can bundle it on disk (the FX graph is pickled;
@@ -241,14 +234,14 @@ class _TpuOutputCodeMixin:
 
 @functools.cache
 def _output_code_type():
-    import dataclasses
+    """TpuOutputCode: the mixin over Inductor's OutputCode (a dataclass: its generated
+    __init__/__eq__ are replaced; imported late, Inductor is heavy)."""
+    from torch._inductor.output_code import OutputCode
 
-    base = _output_code_base()
-    cls = type("TpuOutputCode", (_TpuOutputCodeMixin, base), {"__module__": __name__, "__qualname__": "TpuOutputCode"})
-    cls.__init__ = _TpuOutputCodeMixin.__init__  # not the dataclass one
+    cls = type("TpuOutputCode", (_TpuOutputCodeMixin, OutputCode), {"__module__": __name__, "__qualname__": "TpuOutputCode"})
+    cls.__init__ = _TpuOutputCodeMixin.__init__
     cls.__eq__ = object.__eq__
     cls.__hash__ = object.__hash__
-    del dataclasses
     return cls
 
 

@@ -135,21 +135,28 @@ dnnl::engine& engine() {
 // The convolution runs on the layouts oneDNN picks (format `any`: blocked nChw8c and
 // OIhw8i8o on AVX2, its direct jit kernels); our tensors are plain, so src and weights are
 // reordered in and dst out through scratch when the picked layout is not the plain one.
-struct Prim {
-  dnnl::convolution_forward prim;
+struct Descs {
   memory::desc src, wei, dst;     // plain (ours)
   memory::desc bsrc, bwei, bdst;  // as the primitive reads / writes them
-  std::optional<dnnl::reorder> rsrc, rwei, rdst;
-  int64_t bytes(int r) const {  // scratch for a blocked copy (0 when plain)
-    const memory::desc& d = r == 0 ? bsrc : r == 1 ? bwei : bdst;
-    const std::optional<dnnl::reorder>& o = r == 0 ? rsrc : r == 1 ? rwei : rdst;
-    return o ? static_cast<int64_t>(d.get_size()) : 0;
+  int64_t bytes(int r) const {    // scratch for a blocked copy (0 when plain)
+    const memory::desc& b = r == 0 ? bsrc : r == 1 ? bwei : bdst;
+    return b != (r == 0 ? src : r == 1 ? wei : dst) ? static_cast<int64_t>(b.get_size()) : 0;
   }
+  int64_t blocked_bytes() const {  // all three, 64-byte aligned, laid out src | wei | dst
+    int64_t n = 0;
+    for (int r = 0; r < 3; ++r) n += (bytes(r) + 63) / 64 * 64;
+    return n;
+  }
+};
+struct Prim : Descs {
+  dnnl::convolution_forward prim;
+  std::optional<dnnl::reorder> rsrc, rwei, rdst;
 };
 
 memory::dims spatial(const Geo& g, const int64_t* v) { return memory::dims(v + 3 - g.S, v + 3); }
 
-std::shared_ptr<Prim> make_prim(const Geo& g) {
+// The descriptors and oneDNN's primitive descriptor for a geometry (no kernel generated yet).
+dnnl::convolution_forward::primitive_desc make_pd(const Geo& g, Descs* p) {
   using tag = memory::format_tag;
   static const tag kAct[] = {tag::ncw, tag::nchw, tag::ncdhw};
   static const tag kWei[] = {tag::oiw, tag::oihw, tag::oidhw};
@@ -159,7 +166,6 @@ std::shared_ptr<Prim> make_prim(const Geo& g) {
     for (int64_t x : spatial(g, sp)) d.push_back(x);
     return d;
   };
-  auto p = std::make_shared<Prim>();
   auto f32 = memory::data_type::f32;
   p->src = memory::desc(dims({g.N, g.C}, g.Xp), f32, kAct[g.S - 1]);
   p->dst = memory::desc(dims({g.N, g.O}, g.Y), f32, kAct[g.S - 1]);
@@ -193,8 +199,13 @@ std::shared_ptr<Prim> make_prim(const Geo& g) {
   dnnl::convolution_forward::primitive_desc pd(
       engine(), dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, any(p->src),
       any(p->wei), any(p->dst), spatial(g, g.str), dil, pl, pr);
-  p->prim = dnnl::convolution_forward(pd);
   p->bsrc = pd.src_desc(), p->bwei = pd.weights_desc(), p->bdst = pd.dst_desc();
+  return pd;
+}
+
+std::shared_ptr<Prim> make_prim(const Geo& g) {
+  auto p = std::make_shared<Prim>();
+  p->prim = dnnl::convolution_forward(make_pd(g, p.get()));
   if (p->bsrc != p->src) p->rsrc = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), p->src, engine(), p->bsrc));
   if (p->bwei != p->wei) p->rwei = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), p->wei, engine(), p->bwei));
   if (p->bdst != p->dst) p->rdst = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), p->bdst, engine(), p->dst));
@@ -215,21 +226,16 @@ std::shared_ptr<Prim> lookup(const std::vector<int64_t>& key, const Geo& g) {
   return cache.emplace(key, p).first->second;
 }
 
-int64_t blocked_bytes(const Prim& p) {
-  int64_t n = 0;
-  for (int r = 0; r < 3; ++r) n += (p.bytes(r) + 63) / 64 * 64;
-  return n;
-}
-
-// blk: scratch for the blocked copies, laid out src | wei | dst as Prim::bytes says.
+// blk: scratch for the blocked copies, laid out src | wei | dst as Descs::blocked_bytes says.
 void run_prim(const Prim& p, const float* x, const float* w, float* y, char* blk) {
   thread_local dnnl::stream stream(engine());
   memory mx(p.src, engine(), const_cast<float*>(x)), mw(p.wei, engine(), const_cast<float*>(w));
   memory my(p.dst, engine(), y);
   memory bx = mx, bw = mw, by = my;
   char* at = blk;
-  if (p.rsrc) bx = memory(p.bsrc, engine(), at), at += p.bytes(0), p.rsrc->execute(stream, mx, bx);
-  if (p.rwei) bw = memory(p.bwei, engine(), at), at += p.bytes(1), p.rwei->execute(stream, mw, bw);
+  auto next = [&](int r) { at += (p.bytes(r) + 63) / 64 * 64; };
+  if (p.rsrc) bx = memory(p.bsrc, engine(), at), next(0), p.rsrc->execute(stream, mx, bx);
+  if (p.rwei) bw = memory(p.bwei, engine(), at), next(1), p.rwei->execute(stream, mw, bw);
   if (p.rdst) by = memory(p.bdst, engine(), at);
   p.prim.execute(stream, {{DNNL_ARG_SRC, bx}, {DNNL_ARG_WEIGHTS, bw}, {DNNL_ARG_DST, by}});
   if (p.rdst) p.rdst->execute(stream, by, my);
@@ -240,7 +246,7 @@ void run_prim(const Prim& p, const float* x, const float* w, float* y, char* blk
 
 // Scratch regions (byte offsets in Step::offsets): packed input (two for HIGH), packed
 // weight (two), f32 result, second f32 result (HIGH).
-// blocked copies for oneDNN (Prim::bytes).
+// blocked copies for oneDNN (Descs::blocked_bytes).
 enum { kX0, kX1, kW0, kW1, kY0, kY1, kBlk, kNumRegions };
 
 template <class T>
@@ -263,7 +269,7 @@ void conv_kernel(const KernelArgs& a) {
     auto prim = lookup(a.step.v0, g);
     char* blk = region<char>(a, kBlk);
     std::unique_ptr<char[]> own;  // the executing thread's primitive picked bigger blocked copies
-    if (blocked_bytes(*prim) > a.step.i2) own.reset(new char[blocked_bytes(*prim)]), blk = own.get();
+    if (prim->blocked_bytes() > a.step.i2) own.reset(new char[prim->blocked_bytes()]), blk = own.get();
     int64_t wn = g.O * (g.C / g.G) * g.k_plane();
     int recipe = static_cast<int>(a.step.i0);
     if (recipe == 0) {
@@ -378,11 +384,13 @@ void prepare_conv(const ir::Graph& graph, Step& s) {
   int64_t yn = g.N * g.O * g.out_plane();
   int64_t blk = 0;
   if (g.C > 0 && g.k_plane() > 0 && yn > 0) {
-    // A primitive made here only to size the blocked copies: the one that runs is made (and
-    // cached) on the executing thread, since oneDNN sizes a primitive's per-thread scratch by
-    // the OpenMP thread count of the thread creating it (running a compile-thread primitive
-    // on the wider worker team overran it: conv_transpose3d's samples crashed).
-    blk = blocked_bytes(*make_prim(g));
+    // Only descriptors here, to size the blocked copies: the primitive is made (and cached) on
+    // the executing thread, since oneDNN sizes a primitive's per-thread scratch by the OpenMP
+    // thread count of the thread creating it (running a compile-thread primitive on the wider
+    // worker team overran it: conv_transpose3d's samples crashed).
+    Descs d;
+    make_pd(g, &d);
+    blk = d.blocked_bytes();
   }
   s.i2 = blk;
   int64_t sizes[kNumRegions] = {direct ? 0 : xn, high ? xn : 0, direct ? 0 : wn, high ? wn : 0,

@@ -132,23 +132,16 @@ void float_dot_kernel(const KernelArgs& a) {
     } else {
       void* pa = region(a, kPA);
       void* pb = region(a, kPB);
-      if (rc.parts == 1) {  // one part: an elementwise map, so the layout (transposed or not) is kept
-        if (rc.bf16) {
-          pack<D>(l.p, static_cast<uint16_t*>(pa), 1, B * M * K, 1, rc.lhs, 1);
-          pack<D>(r.p, static_cast<uint16_t*>(pb), 1, B * K * N, 1, rc.rhs, 1);
-        } else {
-          pack<D>(l.p, static_cast<float*>(pa), 1, B * M * K, 1, rc.lhs, 1);
-          pack<D>(r.p, static_cast<float*>(pb), 1, B * K * N, 1, rc.rhs, 1);
-        }
-        gemm({B, M, N, K, l.trans, r.trans}, rc.bf16 ? GemmType::BF16 : GemmType::F32, pa, pb, c);
-      } else if (rc.bf16) {
+      // With one part the pack is an elementwise map over the whole operand, so a transposed
+      // operand stays transposed (only K-block packs need canonical layouts: trans is false).
+      if (rc.bf16) {
         pack<D>(l.p, static_cast<uint16_t*>(pa), B * M, K, 1, rc.lhs, rc.parts);
         pack<D>(r.p, static_cast<uint16_t*>(pb), B, K, N, rc.rhs, rc.parts);
       } else {
         pack<D>(l.p, static_cast<float*>(pa), B * M, K, 1, rc.lhs, rc.parts);
         pack<D>(r.p, static_cast<float*>(pb), B, K, N, rc.rhs, rc.parts);
       }
-      if (rc.parts > 1) gemm({B, M, N, rc.parts * K, false, false}, rc.bf16 ? GemmType::BF16 : GemmType::F32, pa, pb, c);
+      gemm({B, M, N, rc.parts * K, l.trans, r.trans}, rc.bf16 ? GemmType::BF16 : GemmType::F32, pa, pb, c);
     }
     if constexpr (D != DType::F32) {
       S* o = static_cast<S*>(a.out);
