@@ -177,3 +177,17 @@ __all__ += ["Precision", "precision", "set_matmul_precision", "get_matmul_precis
 from torch_tpu._internal import decompositions as _decompositions  # noqa: E402
 
 _decompositions.install()
+
+
+def set_runtime(name: str) -> None:
+    """Chooses the runtime that executes tpu graphs ("host"; "pjrt" where built), before the
+    first tpu op. Same as env TORCH_TPU_RUNTIME. Raises if another runtime is already in use."""
+    _C._select_runtime(name)
+
+
+def get_runtime() -> str:
+    """The name of the runtime in use (chooses the default on first call)."""
+    return _C._runtime_name()
+
+
+__all__ += ["set_runtime", "get_runtime"]

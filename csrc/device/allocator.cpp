@@ -1,10 +1,14 @@
-// The caching allocator for "tpu" device memory (64-byte aligned host memory on the host
-// runtime). Freed blocks are kept per device in size classes and reused; statistics follow
-// c10::CachingDeviceAllocator::DeviceStats (what torch.tpu.memory_stats reports).
-// Thread-safe: allocation happens on user threads, frees also on stream/autograd workers.
+// The caching allocator for "tpu" device memory: Buffers from the runtime (runtime.h), kept
+// per device in size classes and reused. Stream-ordered, as CUDA's: a block freed by the host
+// goes back to the pool at once, even while queued commands still use it, because each device
+// has one in-order stream and every later user of the block is queued after them. A cached
+// block is returned to the runtime only once the stream has passed its last use (its free
+// mark). Statistics follow c10::CachingDeviceAllocator::DeviceStats (torch.tpu.memory_stats).
+// Thread-safe: allocation happens on user threads, frees on user and autograd threads.
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -14,15 +18,15 @@
 #include <vector>
 
 #include "device/device.h"
-#include "exec/stream.h"
+#include "runtime/runtime.h"
+#include "runtime/stream.h"
 
 namespace torch_tpu::device {
 namespace {
 
 using c10::CachingDeviceAllocator::DeviceStats;
-constexpr size_t kAlign = 64;
 constexpr size_t kSmall = 1 << 20;  // blocks up to 1 MiB count as the small pool
-constexpr int kMaxDevices = 16;
+constexpr int kMaxDevices = runtime::stream::kMaxDevices;
 
 // Size classes: multiples of 512 B up to 1 MiB, then 4 classes per power of two.
 size_t round_size(size_t n) {
@@ -32,8 +36,8 @@ size_t round_size(size_t n) {
   return (n + step - 1) / step * step;
 }
 
-// A block of device memory. DataPtrs are "simple" (context == data pointer, as copy-on-write
-// requires); the allocator finds the Block of a pointer in its live table.
+// A block of device memory. DataPtrs are "simple" (context == data pointer == the runtime's
+// Buffer handle, as copy-on-write requires); the allocator finds the Block in its live table.
 struct Block {
   void* ptr;
   size_t size;       // rounded size (what is reserved)
@@ -41,19 +45,37 @@ struct Block {
   int dev;
 };
 
-int64_t read_capacity() {
-  const char* s = std::getenv("TORCH_TPU_MEMORY_CAPACITY");
+// A cached block and the stream position after which no queued command uses it.
+struct Cached {
+  void* ptr;
+  uint64_t free_mark;
+};
+
+// TORCH_TPU_MEMORY_CAPACITY: bytes, or a number with a unit (KB/MB/GB/TB decimal,
+// KiB/MiB/GiB/TiB binary), like an accelerator's HBM size. A malformed value is reported by
+// the first allocation (a Python exception), never by aborting at load time.
+int64_t parse_capacity(const char* s, std::string* err) {
   if (!s || !*s) return 0;
   char* end = nullptr;
-  long long v = std::strtoll(s, &end, 10);
-  TORCH_CHECK(end && *end == '\0' && v > 0, "[allocator] TORCH_TPU_MEMORY_CAPACITY invalid; got '", s,
-              "', expected a positive number of bytes");
-  return v;
+  double v = std::strtod(s, &end);
+  std::string unit = end ? std::string(end) : std::string();
+  unit.erase(0, unit.find_first_not_of(' '));
+  static const std::pair<const char*, double> kUnits[] = {
+      {"", 1},       {"B", 1},          {"KB", 1e3},           {"MB", 1e6},           {"GB", 1e9},
+      {"TB", 1e12},  {"KiB", 1024.0},   {"MiB", 1048576.0},    {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
+  for (const auto& [name, mult] : kUnits)
+    if (unit == name && end != s && v > 0 && v * mult < 9.2e18) return static_cast<int64_t>(v * mult);
+  *err = std::string("[allocator] TORCH_TPU_MEMORY_CAPACITY invalid; got '") + s +
+         "', expected a positive size such as 17179869184, 16GB or 16GiB";
+  return 0;
 }
+
+int g_allocator_device_of(const void* p);
 
 class TpuAllocator final : public c10::DeviceAllocator {
  public:
   c10::DataPtr allocate(size_t n) override {
+    TORCH_CHECK(capacity_error_.empty(), capacity_error_);
     int dev = current_device();
     c10::Device device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(dev));
     if (n == 0) return {nullptr, nullptr, &c10::detail::deleteNothing, device};
@@ -61,11 +83,11 @@ class TpuAllocator final : public c10::DeviceAllocator {
     return {p, p, &TpuAllocator::release, device};
   }
 
-  // A device-to-device copy. Pending commands may still write `src`, so the streams drain
-  // first. Must not be called from inside a stream command (it would wait on itself).
+  // A device-to-device copy (copy-on-write materialization, storage copies), queued on the
+  // stream of dst's device after the commands that write src.
   void copy_data(void* dst, const void* src, std::size_t count) const override {
-    exec::synchronize_all();
-    std::memcpy(dst, src, count);
+    int dev = g_allocator_device_of(dst);
+    copy_bytes(dev >= 0 ? dev : current_device(), dst, src, count);
   }
 
   c10::DeleterFnPtr raw_deleter() const override { return &TpuAllocator::release; }
@@ -80,11 +102,11 @@ class TpuAllocator final : public c10::DeviceAllocator {
   bool initialized() override { return true; }
 
   void emptyCache(c10::MempoolId_t = {0, 0}) override {
-    std::lock_guard<std::mutex> lk(mu_);
-    for (int d = 0; d < kMaxDevices; ++d) free_cached(d);
+    std::unique_lock<std::mutex> lk(mu_);
+    for (int d = 0; d < kMaxDevices; ++d) release_cached(lk, d, /*wait=*/true);
   }
 
-  // Commands hold Storage references until they ran, so a freed block is never in use.
+  // One stream per device: every user of a block is ordered on it already.
   void recordStream(const c10::DataPtr&, c10::Stream) override {}
 
   DeviceStats getDeviceStats(c10::DeviceIndex idx) override {
@@ -134,16 +156,16 @@ class TpuAllocator final : public c10::DeviceAllocator {
 
   void* take(int dev, size_t n) {
     size_t size = round_size(n);
-    std::lock_guard<std::mutex> lk(mu_);
+    std::unique_lock<std::mutex> lk(mu_);
     DeviceStats& s = stats_[dev];
     Block b{nullptr, size, n, dev};
     auto& pool = cache_[dev];
     auto it = pool.find(size);
     if (it != pool.end() && !it->second.empty()) {
-      b.ptr = it->second.back();
+      b.ptr = it->second.back().ptr;  // reusable at once: later commands run after earlier users
       it->second.pop_back();
     } else {
-      b.ptr = fresh(dev, size);
+      b.ptr = fresh(lk, dev, size);
     }
     live_.emplace(b.ptr, b);
     both(s.allocation, size, [](auto& x) { x.increase(1); });
@@ -154,20 +176,24 @@ class TpuAllocator final : public c10::DeviceAllocator {
     return b.ptr;
   }
 
-  // A new segment from the system; under capacity pressure the cache is dropped first.
-  void* fresh(int dev, size_t size) {
+  // A new segment from the runtime. Under capacity pressure (or when the runtime has no
+  // memory) the cached blocks the stream is done with are released first, then, waiting for
+  // queued work, all of them.
+  void* fresh(std::unique_lock<std::mutex>& lk, int dev, size_t size) {
     DeviceStats& s = stats_[dev];
     auto over = [&] { return capacity_ > 0 && s.reserved_bytes[0].current + int64_t(size) > capacity_; };
-    void* p = over() ? nullptr : std::aligned_alloc(kAlign, size);
-    if (!p) {
+    auto get = [&]() -> void* { return over() ? nullptr : runtime::current().allocate(dev, size); };
+    void* p = get();
+    for (int attempt = 0; !p && attempt < 2; ++attempt) {
       ++s.num_alloc_retries;
-      free_cached(dev);
-      p = over() ? nullptr : std::aligned_alloc(kAlign, size);
+      release_cached(lk, dev, /*wait=*/attempt == 1);
+      p = get();
     }
     if (!p) {
       ++s.num_ooms;
       TORCH_CHECK_WITH(OutOfMemoryError, false, "[allocator] out of memory on tpu:", dev, "; tried to allocate ",
-                       size, " bytes with ", s.reserved_bytes[0].current, " bytes reserved, capacity ",
+                       size, " bytes with ", s.allocated_bytes[0].current, " bytes allocated, ",
+                       s.reserved_bytes[0].current, " bytes reserved, capacity ",
                        capacity_ > 0 ? std::to_string(capacity_) : std::string("unlimited"),
                        " (env TORCH_TPU_MEMORY_CAPACITY)");
     }
@@ -177,18 +203,35 @@ class TpuAllocator final : public c10::DeviceAllocator {
     return p;
   }
 
-  // Caller holds mu_.
-  void free_cached(int dev) {
+  // Returns `dev`'s cached blocks to the runtime: those whose last use has run; with `wait`
+  // (never on a stream worker) first waits, unlocked, for the queued work that uses the rest.
+  void release_cached(std::unique_lock<std::mutex>& lk, int dev, bool wait) {
+    if (wait && !runtime::stream::on_worker()) {
+      uint64_t last = 0;
+      for (auto& [size, blocks] : cache_[dev])
+        for (const Cached& c : blocks) last = std::max(last, c.free_mark);
+      if (last > 0 && !runtime::stream::done(dev, last)) {
+        lk.unlock();
+        runtime::stream::drain(dev, last);
+        lk.lock();
+      }
+    }
     DeviceStats& s = stats_[dev];
-    for (auto& [size, blocks] : cache_[dev]) {
-      for (void* p : blocks) {
-        std::free(p);
+    runtime::Runtime& rt = runtime::current();
+    for (auto it = cache_[dev].begin(); it != cache_[dev].end();) {
+      size_t size = it->first;
+      auto& blocks = it->second;
+      auto keep = std::partition(blocks.begin(), blocks.end(),
+                                 [&](const Cached& c) { return !runtime::stream::done(dev, c.free_mark); });
+      for (auto b = keep; b != blocks.end(); ++b) {
+        rt.deallocate(buffer_of(b->ptr));
         ++s.num_device_free;
         both(s.segment, size, [](auto& x) { x.decrease(1); });
         both(s.reserved_bytes, size, [&](auto& x) { x.decrease(size); });
       }
+      blocks.erase(keep, blocks.end());
+      it = blocks.empty() ? cache_[dev].erase(it) : std::next(it);
     }
-    cache_[dev].clear();
   }
 
   void put_back(void* p) {
@@ -203,27 +246,38 @@ class TpuAllocator final : public c10::DeviceAllocator {
     both(s.allocated_bytes, size, [&](auto& x) { x.decrease(size); });
     both(s.active_bytes, size, [&](auto& x) { x.decrease(size); });
     both(s.requested_bytes, size, [&](auto& x) { x.decrease(b.requested); });
-    cache_[b.dev][size].push_back(p);
+    // Every command using the block was queued before this free (the tensor was alive when
+    // it was queued): the block is unused once the stream passes this position.
+    cache_[b.dev][size].push_back({p, runtime::stream::queued(b.dev)});
   }
 
   static void release(void* ptr);
 
   std::mutex mu_;
   DeviceStats stats_[kMaxDevices];
-  std::map<size_t, std::vector<void*>> cache_[kMaxDevices];  // free blocks by size class
+  std::map<size_t, std::vector<Cached>> cache_[kMaxDevices];  // free blocks by size class
   std::unordered_map<void*, Block> live_;
-  const int64_t capacity_ = read_capacity();
+  std::string capacity_error_;
+  const int64_t capacity_ = parse_capacity(std::getenv("TORCH_TPU_MEMORY_CAPACITY"), &capacity_error_);
 };
 
 // Leaked on purpose: stream workers may free blocks during static destruction.
 TpuAllocator* const g_allocator = new TpuAllocator();
 void TpuAllocator::release(void* ptr) { g_allocator->put_back(ptr); }
+int g_allocator_device_of(const void* p) { return g_allocator->device_of(p); }
 
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, g_allocator);
 
 }  // namespace
 
 c10::Allocator* allocator() { return g_allocator; }
+
+void copy_bytes(int dev, const void* dst, const void* src, size_t n) {
+  if (n == 0) return;
+  runtime::Buffer* d = buffer_of(dst);
+  runtime::Buffer* s = buffer_of(src);
+  runtime::stream::enqueue(dev, "copy_bytes", [d, s, n] { runtime::current().copy(d, 0, s, 0, n); });
+}
 int device_of_ptr(const void* p) { return g_allocator->device_of(p); }
 
 }  // namespace torch_tpu::device

@@ -9,6 +9,8 @@
 #include <optional>
 #include <utility>
 
+#include "runtime/runtime.h"
+
 namespace torch_tpu::device {
 
 // Number of "tpu" devices (env TORCH_TPU_NUM_DEVICES, default 1; read once).
@@ -17,9 +19,15 @@ int device_count();
 int current_device();
 void set_current_device(int idx);
 
-// The caching allocator for device memory (host memory underneath on the host runtime).
+// The caching allocator for device memory (runtime Buffers; stream-ordered reuse).
 // DataPtrs carry Device(PrivateUse1, current_device()). Thread-safe.
 c10::Allocator* allocator();
+// The runtime Buffer behind a tpu storage's data pointer (the allocator makes the data
+// pointer the Buffer handle). Only the runtime may look inside it.
+inline runtime::Buffer* buffer_of(const void* data) { return static_cast<runtime::Buffer*>(const_cast<void*>(data)); }
+// Queues a device copy of `n` bytes from the storage data pointer `src` to `dst` on device
+// `dev`'s stream (after the commands queued so far, which may still write src). Returns at once.
+void copy_bytes(int dev, const void* dst, const void* src, size_t n);
 
 // Reserves `n` Philox counters from `gen` (or the default generator of device `dev` when
 // gen is empty) and returns {seed, offset}: the caller's random op uses counters

@@ -15,7 +15,7 @@
 #include <string>
 
 #include "device/device.h"
-#include "exec/stream.h"
+#include "runtime/stream.h"
 
 namespace torch_tpu::device {
 namespace {
@@ -42,7 +42,7 @@ int resolve(c10::DeviceIndex idx) {
   return i;
 }
 
-// An event is a position in its device's stream (exec::mark). Timing events also enqueue
+// An event is a position in its device's stream (runtime::stream::mark). Timing events also enqueue
 // a tiny command that stamps the time when the stream reaches it.
 struct Event {
   int dev = 0;
@@ -106,10 +106,10 @@ struct TpuGuardImpl final : c10::impl::DeviceGuardImplInterface {
   }
   bool queryStream(const c10::Stream& s) const override {
     int dev = resolve(s.device_index());
-    return exec::done(dev, exec::mark(dev));
+    return runtime::stream::done(dev, runtime::stream::mark(dev));
   }
-  void synchronizeStream(const c10::Stream& s) const override { exec::synchronize(resolve(s.device_index())); }
-  void synchronizeDevice(const c10::DeviceIndex idx) const override { exec::synchronize(resolve(idx)); }
+  void synchronizeStream(const c10::Stream& s) const override { runtime::stream::synchronize(resolve(s.device_index())); }
+  void synchronizeDevice(const c10::DeviceIndex idx) const override { runtime::stream::synchronize(resolve(idx)); }
   void* getStreamNativeHandle(const c10::Stream s) const override {
     return reinterpret_cast<void*>(static_cast<intptr_t>(s.id()));
   }
@@ -130,18 +130,18 @@ struct TpuGuardImpl final : c10::impl::DeviceGuardImplInterface {
     if (e->timing) {
       auto stamp = std::make_shared<std::atomic<int64_t>>(0);
       e->stamp_ns = stamp;
-      exec::enqueue(dev, "event_record", [stamp] { stamp->store(now_ns()); });
+      runtime::stream::enqueue(dev, "event_record", [stamp] { stamp->store(now_ns()); });
     }
-    e->mark = exec::mark(dev);
+    e->mark = runtime::stream::mark(dev);
   }
   // One in-order queue per device: everything enqueued later already runs after the event.
   void block(void*, const c10::Stream&) const override {}
   bool queryEvent(void* event) const override {
     auto* e = static_cast<Event*>(event);
-    return !e || exec::done(e->dev, e->mark);
+    return !e || runtime::stream::done(e->dev, e->mark);
   }
   void synchronizeEvent(void* event) const override {
-    if (auto* e = static_cast<Event*>(event)) exec::wait(e->dev, e->mark);
+    if (auto* e = static_cast<Event*>(event)) runtime::stream::wait(e->dev, e->mark);
   }
   void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
     delete static_cast<Event*>(event);
@@ -152,8 +152,8 @@ struct TpuGuardImpl final : c10::impl::DeviceGuardImplInterface {
     TORCH_CHECK(e1 && e2, "[event] elapsed_time needs two recorded events; got an unrecorded event");
     TORCH_CHECK(e1->timing && e2->timing,
                 "[event] elapsed_time needs events created with enable_timing=True; got timing disabled");
-    exec::wait(e1->dev, e1->mark);
-    exec::wait(e2->dev, e2->mark);
+    runtime::stream::wait(e1->dev, e1->mark);
+    runtime::stream::wait(e2->dev, e2->mark);
     return static_cast<double>(e2->stamp_ns->load() - e1->stamp_ns->load()) / 1e6;  // milliseconds
   }
   void recordDataPtrOnStream(const c10::DataPtr&, const c10::Stream&) const override {

@@ -11,7 +11,6 @@
 #include <cstring>
 
 #include "device/device.h"
-#include "exec/stream.h"
 
 namespace torch_tpu::device {
 at::Generator new_generator(int dev);  // generator.cpp
@@ -59,10 +58,9 @@ struct TpuHooks final : at::PrivateUse1HooksInterface {
     }
     set_current_device(prev);
     size_t keep = std::min(impl->nbytes(), newsize);
-    if (keep > 0 && impl->data() != nullptr) {
-      exec::synchronize(dev);  // pending commands may still write the old buffer
-      std::memcpy(fresh.get(), impl->data(), keep);
-    }
+    // Queued after the pending commands that may still write the old buffer; the old block
+    // is reused only after the copy (stream order).
+    if (keep > 0 && impl->data() != nullptr) copy_bytes(dev, fresh.get(), impl->data(), keep);
     impl->set_data_ptr_noswap(std::move(fresh));
     impl->set_nbytes(newsize);
   }

@@ -1,11 +1,12 @@
-// The per-device command stream: commands run in order on one worker thread per device.
-// Modes: Strict (asynchronous; the caller returns before the command ran) and Debug (the
-// caller waits for its command). An exception inside a command is kept and rethrown, with
-// the op named, at the next sync point (synchronize / wait). Thread-safe.
+// The eager modes over the device command stream (runtime/stream.h): Strict (asynchronous;
+// the caller returns before the command ran), Debug (the caller waits for its command) and
+// Fused (ops are recorded into the deferred window, exec/window.h). Thread-safe.
 #pragma once
 #include <cstdint>
 #include <functional>
 #include <string>
+
+#include "runtime/stream.h"
 
 namespace torch_tpu::exec {
 
@@ -21,23 +22,16 @@ Mode global_mode();
 void push_thread_mode(Mode m);
 void pop_thread_mode();
 
-// Enqueues `fn` on device `dev`'s stream. In Debug mode waits for it (errors raise here).
-// `name` must be a string literal (kept by pointer).
+// Enqueues `fn` on device `dev`'s stream, counted under the current mode. In Debug mode
+// waits for it (errors raise here). `name` must be a string literal (kept by pointer).
 void enqueue(int dev, const char* name, std::function<void()> fn);
-// Waits until every command enqueued on `dev` so far has run; rethrows a pending error.
-void synchronize(int dev);
-void synchronize_all();
-// Sequence marks, for events: the number of commands enqueued so far on `dev`, whether
-// the stream has completed that many, and waiting for it.
-uint64_t mark(int dev);
-bool done(int dev, uint64_t mark);
-void wait(int dev, uint64_t mark);
 
-// The fused mode's deferred window registers a hook that turns its pending ops into
-// commands; synchronize / mark call it first (dev = -1: every device).
-using FlushHook = void (*)(int dev);
-void set_flush_hook(FlushHook hook);
-void flush_deferred(int dev);
+// The stream's positions and waits (runtime/stream.h), re-exported for the exec users.
+using runtime::stream::done;
+using runtime::stream::mark;
+using runtime::stream::synchronize;
+using runtime::stream::synchronize_all;
+using runtime::stream::wait;
 
 // Counters for metrics: commands executed per mode.
 struct StreamCounters {

@@ -12,6 +12,8 @@
 #include "lowering/from_aten/transfer.h"
 #include "python/bindings.h"
 #include "runtime/compile_cache.h"
+#include "runtime/host/gemm.h"
+#include "runtime/runtime.h"
 
 namespace py = pybind11;
 
@@ -58,6 +60,11 @@ void init_exec_bindings(py::module_& m) {
     return d;
   });
   m.def("_clear_cache", [] { runtime::CompileCache::global().clear(); });
+  // Whether host DEFAULT matmuls run on a native bf16 GEMM (AVX512-BF16 / AMX), which treats
+  // subnormal bf16 operands as zero, as a TPU's matrix unit does.
+  m.def("_host_bf16_gemm", [] { return host::gemm_has_bf16(); });
+  m.def("_runtime_name", [] { return std::string(runtime::current().name()); });
+  m.def("_select_runtime", [](const std::string& name) { runtime::select(name); });
   m.def("_metrics", [] {
     py::dict d;
     auto c = exec::counters();

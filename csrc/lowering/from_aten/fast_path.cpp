@@ -7,7 +7,7 @@
 #include "device/device.h"
 #include "exec/stream.h"
 #include "exec/window.h"
-#include "runtime/compile_cache.h"
+#include "exec/launch.h"
 
 namespace torch_tpu::lowering::fast {
 namespace {
@@ -121,25 +121,6 @@ void Cache::insert(std::vector<int64_t> sig, uint64_t h, std::shared_ptr<const E
   if (v.size() < 8) v.push_back({std::move(sig), std::move(e)});
 }
 
-namespace {
-struct Payload {
-  std::shared_ptr<runtime::Executable> exe;
-  std::vector<runtime::View> inputs, outputs;
-  std::vector<c10::Storage> keep;
-  std::vector<uint64_t> scalars;
-  std::vector<int> scalar_param;
-};
-
-runtime::View view_of(const at::Tensor& t, DType dt) {
-  runtime::View v;
-  v.data = t.numel() ? t.data_ptr() : nullptr;
-  v.dtype = dt;
-  v.shape.assign(t.sizes().begin(), t.sizes().end());
-  if (!t.is_contiguous()) v.strides.assign(t.strides().begin(), t.strides().end());
-  return v;
-}
-}  // namespace
-
 std::vector<at::Tensor> replay(const Entry& e, Args args, const char* name) {
   int dev = -1;
   for (const Entry::Src& s : e.srcs)
@@ -166,34 +147,13 @@ std::vector<at::Tensor> replay(const Entry& e, Args args, const char* name) {
     return dsts;
   }
   if (exec::has_pending(dev)) exec::flush(dev);
-  auto& cache = runtime::CompileCache::global();
-  auto exe = cache.find(e.key);
-  if (!exe) exe = cache.insert(e.key, *e.graph, runtime::host_runtime());
-  auto p = std::make_shared<Payload>();
-  p->exe = std::move(exe);
-  p->inputs.reserve(e.srcs.size());
-  p->scalars.reserve(e.srcs.size());
+  exec::Launch l(name, exec::compiled(e.key, *e.graph));
   for (const Entry::Src& s : e.srcs) {
-    if (s.arg >= 0) {
-      const at::Tensor& t = args[s.arg].toTensor();
-      p->inputs.push_back(view_of(t, s.dtype));
-      p->keep.push_back(t.storage());
-    } else {
-      runtime::View v;
-      v.dtype = s.dtype;
-      p->scalar_param.push_back(static_cast<int>(p->inputs.size()));
-      p->inputs.push_back(v);
-      p->scalars.push_back(s.bits);
-    }
+    if (s.arg >= 0) l.read(args[s.arg].toTensor(), s.dtype);
+    else l.scalar(s.bits, s.dtype);
   }
-  for (size_t k = 0; k < dsts.size(); ++k) {
-    p->outputs.push_back(view_of(dsts[k], e.graph->dtype(e.graph->outputs()[k])));
-    p->keep.push_back(dsts[k].storage());
-  }
-  exec::enqueue(dev, name, [p = std::move(p)]() {
-    for (size_t k = 0; k < p->scalars.size(); ++k) p->inputs[p->scalar_param[k]].data = &p->scalars[k];
-    p->exe->run(p->inputs, p->outputs);
-  });
+  for (size_t k = 0; k < dsts.size(); ++k) l.write(dsts[k], e.graph->dtype(e.graph->outputs()[k]));
+  l.submit(dev);
   return dsts;
 }
 

@@ -30,6 +30,12 @@ Nll nll_common(Lower& L, const at::Tensor& input, const at::Tensor& target, cons
   Value cls = L.g.iota(DType::I64, {n, c}, 1);
   Value tb = L.g.broadcast(t, {n, c}, {0});
   Value valid = L.g.compare(Cmp::NE, t, L.g.constant(double(ignore_index), DType::I64, {n}));
+  // A target outside [0, C) that is not ignore_index raises at the next sync (CPU raises at once).
+  Value out_of_range = L.g.binary(OpCode::Or, L.g.compare(Cmp::LT, t, L.g.constant(0, DType::I64, {n})),
+                                  L.g.compare(Cmp::GE, t, L.g.constant(double(c), DType::I64, {n})));
+  L.check(L.g.reduce(L.g.binary(OpCode::And, valid, out_of_range), Reducer::Or, {0}),
+          std::string("[") + L.op() + "] Target is out of bounds; got a target outside [0, " + std::to_string(c) +
+              "), expected class indices or ignore_index (" + std::to_string(ignore_index) + ")");
   Value onehot = L.g.binary(OpCode::And, L.g.compare(Cmp::EQ, cls, tb), L.g.broadcast(valid, {n, c}, {0}));
   Value wrow;
   if (has_tensor(weight)) {

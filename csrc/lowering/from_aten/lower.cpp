@@ -15,7 +15,7 @@
 #include "device/device.h"
 #include "exec/stream.h"
 #include "exec/window.h"
-#include "runtime/compile_cache.h"
+#include "exec/launch.h"
 
 namespace torch_tpu::lowering {
 
@@ -161,26 +161,6 @@ Value Lower::scalar(const at::Scalar& s, DType dt) {
   return v;
 }
 
-namespace {
-// What a launched command owns: views into tensors kept alive by `keep`, and scalar slots.
-struct Payload {
-  std::shared_ptr<runtime::Executable> exe;
-  std::vector<runtime::View> inputs, outputs;
-  std::vector<c10::Storage> keep;
-  std::vector<uint64_t> scalars;
-  std::vector<int> scalar_param;  // input index of each scalar slot
-};
-
-runtime::View view_of(const at::Tensor& t, DType dt) {
-  runtime::View v;
-  v.data = t.numel() ? t.data_ptr() : nullptr;
-  v.dtype = dt;
-  v.shape = shape_of(t);
-  if (!t.is_contiguous()) v.strides.assign(t.strides().begin(), t.strides().end());
-  return v;
-}
-}  // namespace
-
 void Lower::launch(const std::vector<at::Tensor>& dsts) {
   int dev = device_ >= 0 ? device_ : (dsts.empty() ? device::current_device() : dsts[0].device().index());
   if (exec::mode() == exec::Mode::Fused) {
@@ -191,43 +171,21 @@ void Lower::launch(const std::vector<at::Tensor>& dsts) {
     return;
   }
   if (exec::has_pending(dev)) exec::flush(dev);  // e.g. a strict op on the autograd thread
-  auto& cache = runtime::CompileCache::global();
-  uint64_t key = g.hash();
-  auto exe = cache.find(key);
-  if (!exe) {
-    try {
-      exe = cache.insert(key, g, runtime::host_runtime());
-    } catch (const torch_tpu::NotImplemented& e) {
-      TORCH_CHECK_NOT_IMPLEMENTED(false, "[", op_, "] ", e.what());
-    } catch (const torch_tpu::Error& e) {
-      TORCH_CHECK(false, "[", op_, "] ", e.what());
-    }
+  std::shared_ptr<runtime::Executable> exe;
+  try {
+    exe = exec::compiled(g.hash(), g);
+  } catch (const torch_tpu::NotImplemented& e) {
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "[", op_, "] ", e.what());
+  } catch (const torch_tpu::Error& e) {
+    TORCH_CHECK(false, "[", op_, "] ", e.what());
   }
-  auto p = std::make_shared<Payload>();
-  p->exe = std::move(exe);
-  p->inputs.reserve(binds_.size());
-  for (size_t i = 0; i < binds_.size(); ++i) {
-    const Binding& b = binds_[i];
-    if (b.tensor.defined()) {
-      p->inputs.push_back(view_of(b.tensor, b.dtype));
-      p->keep.push_back(b.tensor.storage());
-    } else {
-      runtime::View v;
-      v.dtype = b.dtype;
-      p->inputs.push_back(v);
-      p->scalars.push_back(b.bits);
-      p->scalar_param.push_back(static_cast<int>(i));
-    }
+  exec::Launch l(op_, std::move(exe));
+  for (const Binding& b : binds_) {
+    if (b.tensor.defined()) l.read(b.tensor, b.dtype);
+    else l.scalar(b.bits, b.dtype);
   }
-  for (const at::Tensor& d : dsts) {
-    p->outputs.push_back(view_of(d, to_ir(d.scalar_type(), op_)));
-    p->keep.push_back(d.storage());
-  }
-  exec::enqueue(dev, op_, [p = std::move(p)]() {
-    for (size_t k = 0; k < p->scalars.size(); ++k)
-      p->inputs[p->scalar_param[k]].data = &p->scalars[k];
-    p->exe->run(p->inputs, p->outputs);
-  });
+  for (const at::Tensor& d : dsts) l.write(d, to_ir(d.scalar_type(), op_));
+  l.submit(dev);
 }
 
 // Each check flag becomes one more (0-d bool, tpu) output; a command queued after the graph
@@ -255,10 +213,7 @@ void Lower::launch_checked(std::vector<at::Tensor> dsts) {
     return;
   }
   (void)exec::mark(dev);  // mark() first flushes a deferred (fused) window: the flags exist then
-  exec::enqueue(dev, op_, [flags = std::move(flags), messages = std::move(messages)]() {
-    for (size_t k = 0; k < flags.size(); ++k)
-      if (*static_cast<const bool*>(flags[k].const_data_ptr())) throw torch_tpu::Error(messages[k]);
-  });
+  exec::submit_checks(dev, op_, flags, std::move(messages));
 }
 
 std::vector<at::Tensor> Lower::run(const std::vector<Value>& outs) {

@@ -42,11 +42,10 @@ at::Tensor empty_strided(at::IntArrayRef size, at::IntArrayRef stride,
 void maybe_grow_storage(const at::Tensor& self, size_t needed) {
   c10::StorageImpl* st = self.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl();
   if (needed <= st->nbytes()) return;
-  // Pending commands may still use the old memory; an empty storage (every `out=` result
-  // starts as one: arange, cat, ...) has none, so it grows without a stream sync.
-  if (st->nbytes() > 0) exec::synchronize(self.device().index());
+  // The copy of the old contents is queued after the pending commands that may still write
+  // them (stream order); no sync.
   at::DataPtr fresh = device::allocator()->allocate(needed);
-  if (st->nbytes() && st->data()) std::memcpy(fresh.get(), st->data(), st->nbytes());
+  if (st->nbytes() && st->data()) device::copy_bytes(self.device().index(), fresh.get(), st->data(), st->nbytes());
   st->set_data_ptr_noswap(std::move(fresh));
   st->set_nbytes(needed);
 }

@@ -1,11 +1,14 @@
-// Transfers: cpu->tpu stages a private copy and enqueues the write; tpu->cpu syncs and
-// copies out of the host-visible device memory; tpu->tpu is an IR graph (convert + write).
+// Transfers: cpu->tpu stages a private copy read by a graph as a host operand; tpu->cpu is a
+// runtime read queued on the stream and waited for; tpu->tpu is an IR graph (convert + write).
 #include "lowering/from_aten/transfer.h"
 
 #include <atomic>
 
+#include "device/device.h"
 #include "exec/stream.h"
+#include "exec/views.h"
 #include "lowering/from_aten/lower.h"
+#include "runtime/runtime.h"
 
 namespace torch_tpu::lowering::transfer {
 namespace {
@@ -14,21 +17,48 @@ std::atomic<int64_t> g_h2d{0}, g_d2h{0}, g_d2d{0};
 
 Counters counters() { return {g_h2d.load(), g_d2h.load(), g_d2d.load()}; }
 
-at::Tensor to_host_alias(const at::Tensor& t) {
-  exec::synchronize(t.device().index());
-  auto opts = at::TensorOptions().dtype(t.scalar_type()).device(at::kCPU);
-  if (t.numel() == 0) return at::empty(t.sizes(), opts);
-  return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), opts);
+namespace {
+// Reads tpu tensor `t` into the contiguous CPU tensor `dst` (same dtype and sizes): a runtime
+// read queued on the stream after the work that produces t (the fused window is flushed
+// first), then waited for. Errors of earlier commands raise here.
+void download(const at::Tensor& t, const at::Tensor& dst) {
+  int dev = t.device().index();
+  (void)exec::mark(dev);  // flushes a deferred window: its writes are queued before the read
+  if (t.numel() > 0) {
+    exec::Meta m = exec::meta_of(t, to_ir(t.scalar_type(), "aten::copy_"));
+    runtime::View v;
+    v.buffer = device::buffer_of(t.storage().data_ptr().get());
+    v.dtype = m.dtype;
+    v.shape = shape_of(t);
+    if (!m.contiguous()) v.strides = m.strides;
+    v.offset = m.offset;
+    auto* out = static_cast<std::byte*>(dst.data_ptr());
+    runtime::stream::enqueue(dev, "to_host", [v = std::move(v), out] { runtime::current().read(v, out); });
+  }
+  exec::wait(dev, runtime::stream::queued(dev));
+}
+}  // namespace
+
+at::Tensor to_host(const at::Tensor& t) {
+  at::Tensor out = at::empty(t.sizes(), at::TensorOptions().dtype(t.scalar_type()).device(at::kCPU));
+  download(t, out);
+  return out;
 }
 
 at::Scalar read_scalar(const at::Tensor& t) {
   TORCH_CHECK(t.numel() == 1, "[aten::item] a Tensor with ", t.numel(), " elements cannot be converted to Scalar");
   g_d2h += t.itemsize();
-  return to_host_alias(t).item();
+  return to_host(t).item();
 }
 
 void copy(const at::Tensor& src, const at::Tensor& dst) {
   if (dst.numel() == 0) return;
+  if (src.is_privateuseone() && dst.is_privateuseone() && src.device() != dst.device()) {
+    // Between devices: through the host, so that each device's stream orders its own memory.
+    transfer::copy(to_host(src), dst);
+    g_d2d += dst.nbytes();
+    return;
+  }
   if (src.is_privateuseone() && dst.is_privateuseone()) {
     Lower L("aten::copy_");
     Value v = L.bcast(L.in(src), shape_of(dst));
@@ -48,8 +78,12 @@ void copy(const at::Tensor& src, const at::Tensor& dst) {
     return;
   }
   TORCH_CHECK(dst.is_cpu(), "[aten::copy_] cannot copy from tpu to ", dst.device(), "; expected a cpu destination");
-  at::Tensor host = to_host_alias(src);
-  dst.copy_(host);
+  if (dst.is_contiguous() && dst.scalar_type() == src.scalar_type() && dst.sizes() == src.sizes() &&
+      !dst.is_conj() && !dst.is_neg()) {
+    download(src, dst);  // straight into dst
+  } else {
+    dst.copy_(to_host(src));
+  }
   g_d2h += src.nbytes();
 }
 

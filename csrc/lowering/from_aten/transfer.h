@@ -1,5 +1,6 @@
-// Copies between cpu and tpu memory (and tpu to tpu), ordered on the device stream, and
-// host aliases of tpu memory for reading after a sync. Counts bytes moved for metrics.
+// Copies between cpu and tpu memory (and tpu to tpu), ordered on the device stream, through
+// the runtime (uploads are host operands of a graph; downloads are runtime reads queued on
+// the stream). Counts bytes moved for metrics.
 #pragma once
 #include <ATen/ATen.h>
 
@@ -10,8 +11,8 @@ namespace torch_tpu::lowering::transfer {
 // dst.copy_(src) where either side (or both) is on tpu; broadcasting and dtype conversion
 // as in Tensor.copy_. cpu->tpu snapshots src before returning; tpu->cpu waits for the stream.
 void copy(const at::Tensor& src, const at::Tensor& dst);
-// A CPU tensor viewing tpu memory, after waiting for pending work on its device.
-at::Tensor to_host_alias(const at::Tensor& t);
+// A new contiguous CPU tensor with t's values (waits for the work queued before it).
+at::Tensor to_host(const at::Tensor& t);
 
 // The value of a one-element tpu tensor (waits for the stream).
 at::Scalar read_scalar(const at::Tensor& t);

@@ -1,8 +1,11 @@
 // The host Runtime: compile() builds a Plan; run() binds views, gathers non-contiguous
 // or hazardous inputs, runs the steps on the calling thread (kernels may fan out with
-// OpenMP) and writes outputs. Per-run memory is a thread_local arena reused across runs,
+// OpenMP) and writes outputs. Buffers are 64-byte aligned host memory (the handle is the
+// address); transfers are strided copies. Per-run memory is a thread_local arena reused across runs,
 // so concurrent runs share nothing mutable and small graphs allocate nothing.
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "base/error.h"
 #include "runtime/host/host_runtime.h"
@@ -41,7 +44,7 @@ void check_view(const char* what, size_t i, const View& v, const ir::Node& n) {
             ir::shape_str(v.shape), ", expected ", ir::shape_str(n.shape));
   TPU_CHECK(v.strides.empty() || v.strides.size() == v.shape.size(), "[host run] ", what, " ", i,
             " strides rank mismatch; got ", v.strides.size(), ", expected ", v.shape.size());
-  TPU_CHECK(v.data != nullptr || ir::numel(v.shape) == 0, "[host run] ", what, " ", i,
+  TPU_CHECK(address(v) != nullptr || ir::numel(v.shape) == 0, "[host run] ", what, " ", i,
             " has no data");
 }
 
@@ -58,9 +61,9 @@ void copy_view(const View& v, void* contiguous, bool to_view) {
   const int64_t* vs = v.strides.empty() ? dense : v.strides.data();
   size_t elem = ir::dtype_size(v.dtype);
   if (to_view)
-    run_copy(make_copy_plan(v.shape, vs, dense), v.data, contiguous, elem);
+    run_copy(make_copy_plan(v.shape, vs, dense), address(v), contiguous, elem);
   else
-    run_copy(make_copy_plan(v.shape, dense, vs), contiguous, v.data, elem);
+    run_copy(make_copy_plan(v.shape, dense, vs), contiguous, address(v), elem);
 }
 
 class HostExecutable final : public runtime::Executable {
@@ -88,7 +91,7 @@ class HostExecutable final : public runtime::Executable {
     st.in_ranges.resize(inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
       const View& v = inputs[i];
-      st.in_ranges[i] = byte_range(v.data, v.shape, v.strides, ir::dtype_size(v.dtype));
+      st.in_ranges[i] = byte_range(address(v), v.shape, v.strides, ir::dtype_size(v.dtype));
     }
     auto overlaps_input = [&](const ByteRange& r) {
       for (const ByteRange& q : st.in_ranges)
@@ -106,14 +109,14 @@ class HostExecutable final : public runtime::Executable {
       bool gather = !in.contiguous();
       if (!gather && p.param_read_at_end[k])
         for (const View& o : outputs)
-          gather |= byte_range(o.data, o.shape, o.strides, ir::dtype_size(o.dtype))
+          gather |= byte_range(address(o), o.shape, o.strides, ir::dtype_size(o.dtype))
                         .overlaps(st.in_ranges[k]);
       if (gather) {
         void* dst = arena + p.slots[v].offset;
         copy_view(in, dst, /*to_view=*/false);
         st.ptrs[v] = dst;
       } else {
-        st.ptrs[v] = in.data;
+        st.ptrs[v] = address(in);
       }
     }
     for (size_t v = 0; v < nodes.size(); ++v) {
@@ -128,10 +131,10 @@ class HostExecutable final : public runtime::Executable {
       if (p.slots[r].where != Where::kArena || st.taken[r] || !o.contiguous() ||
           ir::numel(o.shape) == 0)
         continue;
-      if (overlaps_input(byte_range(o.data, o.shape, o.strides, ir::dtype_size(o.dtype)))) continue;
+      if (overlaps_input(byte_range(address(o), o.shape, o.strides, ir::dtype_size(o.dtype)))) continue;
       st.taken[r] = 1;
       st.direct[i] = 1;
-      st.ptrs[r] = o.data;
+      st.ptrs[r] = address(o);
     }
     for (size_t v = 0; v < nodes.size(); ++v)
       if (p.slots[v].where == Where::kAlias) st.ptrs[v] = st.ptrs[p.slots[v].root];
@@ -159,13 +162,36 @@ std::shared_ptr<runtime::Executable> compile_host(const ir::Graph& graph, const 
   return std::make_shared<HostExecutable>(make_plan(graph, opt));
 }
 
+void* address(const runtime::View& v) {
+  if (v.host) return const_cast<std::byte*>(v.host);
+  if (!v.buffer) return nullptr;
+  return reinterpret_cast<std::byte*>(v.buffer) + v.offset * static_cast<int64_t>(ir::dtype_size(v.dtype));
+}
+
 namespace {
+
+constexpr size_t kAlign = 64;
 
 class HostRuntime final : public runtime::Runtime {
  public:
   const char* name() const override { return "host"; }
   std::shared_ptr<runtime::Executable> compile(const ir::Graph& graph) override {
     return std::make_shared<HostExecutable>(make_plan(graph));
+  }
+  runtime::Buffer* allocate(int, size_t nbytes) override {
+    size_t n = (std::max<size_t>(nbytes, 1) + kAlign - 1) / kAlign * kAlign;
+    return as_buffer(std::aligned_alloc(kAlign, n));
+  }
+  void deallocate(runtime::Buffer* b) override { std::free(b); }
+  void write(const View& dst, const std::byte* src) override {
+    TPU_CHECK(dst.buffer && !dst.host, "[host write] destination is not a device buffer");
+    if (ir::numel(dst.shape) > 0) copy_view(dst, const_cast<std::byte*>(src), /*to_view=*/true);
+  }
+  void read(const View& src, std::byte* dst) override {
+    if (ir::numel(src.shape) > 0) copy_view(src, dst, /*to_view=*/false);
+  }
+  void copy(runtime::Buffer* dst, size_t dst_off, runtime::Buffer* src, size_t src_off, size_t nbytes) override {
+    if (nbytes) std::memmove(reinterpret_cast<std::byte*>(dst) + dst_off, reinterpret_cast<std::byte*>(src) + src_off, nbytes);
   }
 };
 

@@ -20,7 +20,7 @@ TEST(HostRuntime, StridedAndExpandedInputs) {
   g.set_outputs({g.binary(OpCode::Add, x, y)});
   auto exe = runtime::host_runtime().compile(g);
   Tensor out(DType::F32, {3, 4});
-  exe->run({View{base.data(), DType::F32, {3, 4}, {1, 3}}, View{row.data(), DType::F32, {3, 4}, {0, 1}}},
+  exe->run({View{host::as_buffer(base.data()), DType::F32, {3, 4}, {1, 3}}, View{host::as_buffer(row.data()), DType::F32, {3, 4}, {0, 1}}},
            {out.view()});
   for (int64_t i = 0; i < 3; ++i)
     for (int64_t j = 0; j < 4; ++j) ASSERT_EQ(out.get(i * 4 + j), base.get(j * 3 + i) + 100 * j);
@@ -34,8 +34,8 @@ TEST(HostRuntime, StridedOutputAndNegativeStrides) {
   auto exe = runtime::host_runtime().compile(g);
   Tensor in = make(DType::I32, {2, 4}, [](int64_t i) { return i + 1; });
   // Write every other column of buf; read the input reversed along dim 1.
-  View rev{static_cast<int32_t*>(in.data()) + 3, DType::I32, {2, 4}, {4, -1}};
-  exe->run({rev}, {View{buf.data(), DType::I32, {2, 4}, {8, 2}}});
+  View rev{host::as_buffer(static_cast<int32_t*>(in.data()) + 3), DType::I32, {2, 4}, {4, -1}};
+  exe->run({rev}, {View{host::as_buffer(buf.data()), DType::I32, {2, 4}, {8, 2}}});
   for (int64_t i = 0; i < 2; ++i)
     for (int64_t j = 0; j < 4; ++j) {
       int64_t v = i * 4 + (3 - j) + 1;

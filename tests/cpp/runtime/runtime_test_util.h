@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/host/numeric.h"
+#include "runtime/host/host_runtime.h"
 #include "runtime/runtime.h"
 
 namespace torch_tpu::host::testing {
@@ -85,7 +86,7 @@ struct Tensor {
       default: { int64_t x; std::memcpy(&x, p, 8); return x; }
     }
   }
-  runtime::View view() { return runtime::View{bytes.data(), dtype, shape, {}}; }
+  runtime::View view() { return runtime::View{host::as_buffer(bytes.data()), dtype, shape, {}}; }
 };
 
 inline Tensor make(DType d, Shape s, const std::function<double(int64_t)>& f) {

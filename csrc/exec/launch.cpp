@@ -1,0 +1,104 @@
+// Launch records: operand binding, submission, and device-side check flags.
+#include "exec/launch.h"
+
+#include "base/error.h"
+#include "device/device.h"
+#include "exec/stream.h"
+#include "runtime/compile_cache.h"
+
+namespace torch_tpu::exec {
+
+std::shared_ptr<runtime::Executable> compiled(uint64_t key, const ir::Graph& g) {
+  auto& cache = runtime::CompileCache::global();
+  if (auto exe = cache.find(key)) return exe;
+  return cache.insert(key, g, runtime::current());
+}
+
+struct Launch::Payload {
+  const char* name;
+  std::shared_ptr<runtime::Executable> exe;
+  std::vector<runtime::View> inputs, outputs;
+  std::vector<uint64_t> scalars;   // host operands of the scalar inputs
+  std::vector<int> scalar_input;   // input index of each scalar
+  std::vector<c10::Storage> host;  // CPU storages read as host operands
+};
+
+namespace {
+
+runtime::View device_view(const c10::Storage& st, const Meta& m, bool write) {
+  runtime::View v;
+  v.dtype = m.dtype;
+  v.shape.assign(m.sizes.begin(), m.sizes.end());
+  if (!m.contiguous()) v.strides = m.strides;
+  if (m.numel() == 0) return v;
+  // A write materializes a copy-on-write storage first; a read leaves it shared.
+  v.buffer = device::buffer_of(write ? st.mutable_data_ptr().get() : st.data_ptr().get());
+  v.offset = m.offset;
+  return v;
+}
+
+}  // namespace
+
+Launch::Launch(const char* name, std::shared_ptr<runtime::Executable> exe) : p_(std::make_shared<Payload>()) {
+  p_->name = name;
+  p_->exe = std::move(exe);
+}
+
+void Launch::read(const at::Tensor& t, ir::DType dt) { read(t.storage(), meta_of(t, dt)); }
+
+void Launch::read(const c10::Storage& st, const Meta& m) {
+  if (st.device_type() == c10::DeviceType::PrivateUse1) {
+    p_->inputs.push_back(device_view(st, m, /*write=*/false));
+    return;
+  }
+  TORCH_CHECK(st.device_type() == c10::DeviceType::CPU && m.contiguous(), "[", p_->name,
+              "] a host operand must be a contiguous CPU tensor; got one on ", st.device());
+  runtime::View v;
+  v.dtype = m.dtype;
+  v.shape.assign(m.sizes.begin(), m.sizes.end());
+  v.host = static_cast<const std::byte*>(st.data()) + m.offset * static_cast<int64_t>(ir::dtype_size(m.dtype));
+  p_->inputs.push_back(std::move(v));
+  p_->host.push_back(st);
+}
+
+void Launch::scalar(uint64_t bits, ir::DType dt) {
+  runtime::View v;
+  v.dtype = dt;
+  p_->scalar_input.push_back(static_cast<int>(p_->inputs.size()));
+  p_->inputs.push_back(std::move(v));
+  p_->scalars.push_back(bits);
+}
+
+void Launch::write(const at::Tensor& t, ir::DType dt) { write(t.storage(), meta_of(t, dt)); }
+
+void Launch::write(const c10::Storage& st, const Meta& m) {
+  TORCH_CHECK(st.device_type() == c10::DeviceType::PrivateUse1, "[", p_->name,
+              "] output must be a tpu tensor; got one on ", st.device());
+  p_->outputs.push_back(device_view(st, m, /*write=*/true));
+}
+
+void Launch::submit(int dev) {
+  const char* name = p_->name;
+  enqueue(dev, name, [p = std::move(p_)]() {
+    for (size_t k = 0; k < p->scalars.size(); ++k)
+      p->inputs[p->scalar_input[k]].host = reinterpret_cast<const std::byte*>(&p->scalars[k]);
+    p->exe->run(p->inputs, p->outputs);
+  });
+}
+
+void submit_checks(int dev, const char* name, const std::vector<at::Tensor>& flags, std::vector<std::string> messages) {
+  if (flags.empty()) return;
+  std::vector<runtime::View> views;
+  views.reserve(flags.size());
+  for (const at::Tensor& f : flags) views.push_back(device_view(f.storage(), meta_of(f, ir::DType::Bool), false));
+  enqueue(dev, name, [views = std::move(views), messages = std::move(messages)]() {
+    runtime::Runtime& rt = runtime::current();
+    for (size_t k = 0; k < views.size(); ++k) {
+      bool set = false;
+      rt.read(views[k], reinterpret_cast<std::byte*>(&set));
+      if (set) throw torch_tpu::Error(messages[k]);
+    }
+  });
+}
+
+}  // namespace torch_tpu::exec

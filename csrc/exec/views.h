@@ -1,0 +1,40 @@
+// Tensor views as the exec layer sees them: (sizes, strides, offset, dtype) of a storage,
+// and the IR that reads a strided view out of a flat value (the seed of layout
+// legalization). Sees ATen (exec glue).
+#pragma once
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace torch_tpu::exec {
+
+// A view of a storage: sizes, strides and offset in elements of `dtype`.
+struct Meta {
+  std::vector<int64_t> sizes, strides;
+  int64_t offset = 0;
+  ir::DType dtype = ir::DType::F32;
+  bool operator==(const Meta& o) const {
+    return sizes == o.sizes && strides == o.strides && offset == o.offset && dtype == o.dtype;
+  }
+  bool contiguous() const;
+  int64_t numel() const;
+};
+
+Meta meta_of(const at::Tensor& t, ir::DType dt);
+// Lowest and highest element offsets a view touches (numel > 0).
+std::pair<int64_t, int64_t> span(const Meta& m);
+// Whether view `m` lies within the elements of view `in` (same element size).
+bool inside(const Meta& m, const Meta& in);
+// A tpu tensor of dtype `dt` viewing `st` as `m`.
+at::Tensor make_view(const c10::Storage& st, at::ScalarType dt, const Meta& m);
+
+// The strided view `m` of the flat contiguous value `v` (whose own view is `vm`) as IR ops
+// in `g`, when the view's strides nest (each divides the next larger one, dims don't
+// overlap) and every element it reads lies inside `vm`; an invalid Value otherwise.
+ir::Value derive(ir::Graph& g, ir::Value v, const Meta& vm, const Meta& m);
+
+}  // namespace torch_tpu::exec
