@@ -93,8 +93,10 @@ class Event {
   // Blocks until ready; throws Error "[pjrt] <what> failed; ..." if the work failed. May be
   // called again (returns or throws the same).
   void await();
-  // Runs `fn(error)` once the event is ready ("" = success), on a plugin thread or inline if
-  // already ready: keep it short and non-throwing. Consumes the event (valid() becomes false).
+  // Runs `fn(error)` once the event is ready (error "" = success, else "CODE: message"), on a
+  // plugin thread or inline if already awaited: keep it short; exceptions it throws are
+  // dropped. Consumes the event (valid() becomes false). For releasing memory when queued
+  // work completes (the stream-ordered allocator).
   void on_ready(std::function<void(const std::string& error)> fn);
 
  private:

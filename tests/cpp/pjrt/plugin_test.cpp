@@ -37,7 +37,9 @@ TEST(PjrtPlugin, ClientDevicesAndMemoryStats) {
     EXPECT_FALSE(c->devices()[i].kind.empty());
   }
   std::optional<MemoryStats> s = c->memory_stats(0);  // the CPU plugin may not implement it
-  if (s) EXPECT_GE(s->bytes_in_use, 0);
+  if (s) {
+    EXPECT_GE(s->bytes_in_use, 0);
+  }
   std::printf("  [client] %s %s, %zu devices, kind %s, memory stats %s\n", c->platform_name().c_str(),
               c->platform_version().c_str(), c->devices().size(), c->devices()[0].kind.c_str(),
               s ? "yes" : "unimplemented");
