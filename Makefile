@@ -2,7 +2,7 @@
 IN_ENV := tools/in-env
 BUILD := build
 
-.PHONY: all build demo demo-mlp test test-cpp test-py clean env opinfo
+.PHONY: all build demo demo-mlp test test-cpp test-py clean env opinfo pjrt-plugin
 
 all: build
 
@@ -18,8 +18,13 @@ demo: build
 demo-mlp: build
 	$(IN_ENV) python3 examples/mlp.py
 
-test: build
-	$(IN_ENV) bash -c './$(BUILD)/tpu_cpp_tests --gtest_brief=1 && python3 -m pytest -q -n 2 tests/python'
+test: build pjrt-plugin
+	$(IN_ENV) bash -c './$(BUILD)/tpu_cpp_tests --gtest_brief=1 && ./$(BUILD)/tpu_pjrt_tests --gtest_brief=1 && python3 -m pytest -q -n 2 tests/python'
+
+# The pinned XLA CPU PJRT plugin, installed into the environment (runs on the host: pip
+# inside the environment cannot reach PyPI; docs/decisions/pjrt-plugin.md).
+pjrt-plugin: env
+	tools/pjrt-plugin
 
 # Conformance: PyTorch's op_db and module_db on tpu vs CPU (README "Conformance"; ~25 min).
 opinfo: build
