@@ -28,14 +28,6 @@ using c10::CachingDeviceAllocator::DeviceStats;
 constexpr size_t kSmall = 1 << 20;  // blocks up to 1 MiB count as the small pool
 constexpr int kMaxDevices = runtime::stream::kMaxDevices;
 
-// Size classes: multiples of 512 B up to 1 MiB, then 4 classes per power of two.
-size_t round_size(size_t n) {
-  if (n <= kSmall) return (n + 511) & ~size_t(511);
-  size_t p = size_t(1) << (63 - __builtin_clzll(n - 1));  // largest power of two < n
-  size_t step = p / 4;
-  return (n + step - 1) / step * step;
-}
-
 // A block of device memory. DataPtrs are "simple" (context == data pointer == the runtime's
 // Buffer handle, as copy-on-write requires); the allocator finds the Block in its live table.
 struct Block {
@@ -155,7 +147,7 @@ class TpuAllocator final : public c10::DeviceAllocator {
   }
 
   void* take(int dev, size_t n) {
-    size_t size = round_size(n);
+    size_t size = runtime::current().allocation_size(n);
     std::unique_lock<std::mutex> lk(mu_);
     DeviceStats& s = stats_[dev];
     Block b{nullptr, size, n, dev};

@@ -14,9 +14,10 @@ struct Entry {
   const char* name;
   Runtime& (*get)();
 };
-// One row per runtime. The pjrt runtime joins here.
+// One row per runtime.
 const Entry kRuntimes[] = {
     {"host", &host_runtime},
+    {"pjrt", &pjrt_runtime},
 };
 
 std::mutex g_mu;

@@ -52,8 +52,12 @@ class Runtime {
   // Verifies the graph and compiles it. The executable keeps what it needs of the graph.
   virtual std::shared_ptr<Executable> compile(const ir::Graph& graph) = 0;
 
-  // Device memory of at least `nbytes` on device `dev` (uninitialized); null when the
-  // device is out of memory. Freed with deallocate(), once no queued work uses it.
+  // The size the caching allocator asks for and pools under, for a request of `nbytes`: a
+  // runtime that pays for each allocation rounds up to size classes; one whose buffers are
+  // whole-array values (PJRT) keeps the exact size, so a storage is exactly its tensor.
+  virtual size_t allocation_size(size_t nbytes) const { return nbytes; }
+  // Device memory of `nbytes` on device `dev` (uninitialized); null when the device is out
+  // of memory. Freed with deallocate(), once no queued work uses it.
   virtual Buffer* allocate(int dev, size_t nbytes) = 0;
   virtual void deallocate(Buffer* b) = 0;
   // Host -> device: writes the dense row-major bytes `src` into the device view `dst`.
@@ -73,5 +77,8 @@ void select(const std::string& name);
 std::vector<std::string> available();
 // The host runtime (CPU execution with TPU numerics). Process-lifetime singleton.
 Runtime& host_runtime();
+// The PJRT runtime (runtime/pjrt/runtime.cpp): the plugin from TORCH_TPU_PJRT_PLUGIN (or the
+// installed XLA CPU plugin), loaded on first call; throws Error when none can be loaded.
+Runtime& pjrt_runtime();
 
 }  // namespace torch_tpu::runtime

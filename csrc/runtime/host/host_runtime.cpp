@@ -178,6 +178,15 @@ class HostRuntime final : public runtime::Runtime {
   std::shared_ptr<runtime::Executable> compile(const ir::Graph& graph) override {
     return std::make_shared<HostExecutable>(make_plan(graph));
   }
+  // Size classes (the caching allocator pools under them): multiples of 512 B up to 1 MiB,
+  // then 4 classes per power of two.
+  size_t allocation_size(size_t n) const override {
+    constexpr size_t kSmall = 1 << 20;
+    if (n <= kSmall) return (n + 511) & ~size_t(511);
+    size_t p = size_t(1) << (63 - __builtin_clzll(n - 1));  // largest power of two < n
+    size_t step = p / 4;
+    return (n + step - 1) / step * step;
+  }
   runtime::Buffer* allocate(int, size_t nbytes) override {
     size_t n = (std::max<size_t>(nbytes, 1) + kAlign - 1) / kAlign * kAlign;
     return as_buffer(std::aligned_alloc(kAlign, n));

@@ -16,8 +16,7 @@ using ir::ViewKind;
 // The one place a test builds a runtime view of a storage (adapt here when
 // runtime::View changes).
 runtime::View view_of(Tensor& storage, const StorageView& v) {
-  auto* p = static_cast<uint8_t*>(storage.data()) + v.offset * ir::dtype_size(storage.dtype);
-  return runtime::View{p, storage.dtype, v.sizes, v.strides};
+  return runtime::View{host::as_buffer(storage.data()), storage.dtype, v.sizes, v.strides, v.offset};
 }
 
 StorageView sv(int storage, int64_t numel, Shape sizes, std::vector<int64_t> strides = {},

@@ -1,0 +1,305 @@
+// The pjrt Runtime: IR graphs printed as StableHLO, compiled and run by a PJRT plugin (the
+// pinned XLA CPU plugin in CI, libtpu on a TPU VM, the XLA CUDA plugin on a GPU).
+//
+// A Buffer is a Slot: the storage's current value as one immutable flat PJRT array (or none
+// yet: reads see zeros). A graph's strided views of storages are legalized (ir/passes/
+// legalize.h) into reads and writes of whole storages, once per layout signature; running it
+// replaces the written slots' values with the outputs. Everything runs on the device stream's
+// worker (runtime/stream.h), in order, so a slot's value is always the one its queued
+// writers left. docs/decisions/runtime-seam.md.
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "base/error.h"
+#include "ir/passes/legalize.h"
+#include "runtime/pjrt/client.h"
+#include "runtime/runtime.h"
+
+namespace torch_tpu::pjrt {
+namespace {
+
+using runtime::View;
+
+// A storage: `nbytes` of device memory holding, once written, a flat array of `dtype`.
+struct Slot {
+  int dev = 0;
+  size_t nbytes = 0;
+  std::shared_ptr<DeviceBuffer> value;  // immutable once made; shared by whole-storage copies
+  ir::DType dtype = ir::DType::U8;
+};
+
+Slot& slot(runtime::Buffer* b) { return *reinterpret_cast<Slot*>(b); }
+
+int64_t numel_of(const ir::Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+std::vector<int64_t> dense_strides(const ir::Shape& s) {
+  std::vector<int64_t> r(s.size());
+  int64_t acc = 1;
+  for (size_t i = s.size(); i-- > 0;) {
+    r[i] = acc;
+    acc *= s[i];
+  }
+  return r;
+}
+
+// Copies the elements of a strided view between `storage` (bytes of the whole storage) and a
+// dense row-major `dense` buffer. Only for the slow paths (partial host transfers).
+void strided_copy(std::byte* storage, std::byte* dense, const View& v, bool to_storage) {
+  size_t elem = ir::dtype_size(v.dtype);
+  std::vector<int64_t> st = v.strides.empty() ? dense_strides(v.shape) : v.strides;
+  int64_t n = numel_of(v.shape);
+  std::vector<int64_t> idx(v.shape.size(), 0);
+  for (int64_t k = 0; k < n; ++k) {
+    int64_t off = v.offset;
+    for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * st[d];
+    std::byte* s = storage + off * static_cast<int64_t>(elem);
+    std::byte* d = dense + k * static_cast<int64_t>(elem);
+    if (to_storage) std::memcpy(s, d, elem);
+    else std::memcpy(d, s, elem);
+    for (size_t d2 = idx.size(); d2-- > 0;) {
+      if (++idx[d2] < v.shape[d2]) break;
+      idx[d2] = 0;
+    }
+  }
+}
+
+class PjrtRuntime;
+
+// One legalized, compiled form of a graph for one layout signature.
+struct Variant {
+  ir::Legalized legal;
+  Executable exe;
+};
+
+class PjrtExecutable final : public runtime::Executable {
+ public:
+  PjrtExecutable(PjrtRuntime& rt, const ir::Graph& g) : rt_(rt), graph_(g) {}
+  void run(const std::vector<View>& inputs, const std::vector<View>& outputs) override;
+
+ private:
+  const Variant& variant(const std::vector<ir::StorageView>& ins, const std::vector<ir::StorageView>& outs,
+                         const std::vector<ir::DType>& storage_dtypes);
+  PjrtRuntime& rt_;
+  ir::Graph graph_;
+  std::mutex mu_;
+  std::unordered_map<std::string, std::unique_ptr<Variant>> variants_;
+};
+
+class PjrtRuntime final : public runtime::Runtime {
+ public:
+  PjrtRuntime() {
+    std::string path = default_plugin_path();
+    TPU_CHECK(!path.empty(), "[pjrt] no PJRT plugin found; got no TORCH_TPU_PJRT_PLUGIN and no installed plugin, "
+              "expected a plugin path (TORCH_TPU_PJRT_PLUGIN=/path/to/plugin.so: libtpu.so, xla_cuda_plugin.so) "
+              "or the XLA CPU plugin installed by tools/pjrt-plugin");
+    client_ = Client::create(Plugin::load(path));
+    if (const char* d = std::getenv("TORCH_TPU_DUMP")) dump_dir_ = d;
+  }
+  const char* name() const override { return "pjrt"; }
+  std::shared_ptr<runtime::Executable> compile(const ir::Graph& graph) override {
+    graph.verify();
+    return std::make_shared<PjrtExecutable>(*this, graph);
+  }
+  runtime::Buffer* allocate(int dev, size_t nbytes) override {
+    check_device(dev);
+    auto* s = new Slot();
+    s->dev = dev;
+    s->nbytes = nbytes;
+    return reinterpret_cast<runtime::Buffer*>(s);
+  }
+  void deallocate(runtime::Buffer* b) override { delete &slot(b); }
+
+  void write(const View& dst, const std::byte* src) override {
+    Slot& s = slot(dst.buffer);
+    if (whole(dst, s)) {
+      s.value = upload(s.dev, src, dst.dtype, {numel_of(dst.shape)});
+      s.dtype = dst.dtype;
+      return;
+    }
+    std::vector<std::byte> bytes = download(s);
+    strided_copy(bytes.data(), const_cast<std::byte*>(src), dst, /*to_storage=*/true);
+    replace(s, bytes, dst.dtype);
+  }
+  void read(const View& src, std::byte* dst) override {
+    Slot& s = slot(src.buffer);
+    std::vector<std::byte> bytes = download(s);
+    strided_copy(bytes.data(), dst, src, /*to_storage=*/false);
+  }
+  void copy(runtime::Buffer* dst, size_t dst_off, runtime::Buffer* src, size_t src_off, size_t nbytes) override {
+    Slot &d = slot(dst), &s = slot(src);
+    if (dst_off == 0 && src_off == 0 && nbytes == d.nbytes && nbytes == s.nbytes) {
+      d.value = s.value;  // values are immutable: sharing is a copy
+      d.dtype = s.dtype;
+      return;
+    }
+    std::vector<std::byte> from = download(s), to = download(d);
+    std::memcpy(to.data() + dst_off, from.data() + src_off, nbytes);
+    replace(d, to, d.value ? d.dtype : ir::DType::U8);
+  }
+
+  // The slot's value as a flat [nbytes / size(dt)] array of `dt` (zeros when never written;
+  // reinterpreted through the host when it was written with another dtype).
+  DeviceBuffer* value_as(Slot& s, ir::DType dt) {
+    if (!s.value || s.dtype != dt) {
+      std::vector<std::byte> bytes = download(s);
+      replace(s, bytes, dt);
+    }
+    return s.value.get();
+  }
+  std::shared_ptr<DeviceBuffer> upload(int dev, const void* data, ir::DType dt, const std::vector<int64_t>& dims) {
+    return std::make_shared<DeviceBuffer>(client_->to_device(data, dt, dims, dev));
+  }
+  Executable compile_text(const std::string& text) {
+    if (!dump_dir_.empty()) {
+      std::string path = dump_dir_ + "/module_" + std::to_string(std::hash<std::string>()(text)) + ".mlir";
+      std::ofstream(path) << text;
+      try {
+        return client_->compile(text, CompileOptions{.portable = true});
+      } catch (const Error& e) {
+        throw Error(std::string(e.what()) + " (module dumped to " + path + ")");
+      }
+    }
+    return client_->compile(text, CompileOptions{.portable = true});
+  }
+  void check_device(int dev) const {
+    TPU_CHECK(dev >= 0 && dev < static_cast<int>(client_->devices().size()), "[pjrt] device index out of range; got ",
+              dev, ", expected 0..", client_->devices().size() - 1, " (the plugin's devices)");
+  }
+
+ private:
+  static bool whole(const View& v, const Slot& s) {
+    return v.offset == 0 && (v.strides.empty() || v.strides == dense_strides(v.shape)) &&
+           numel_of(v.shape) * static_cast<int64_t>(ir::dtype_size(v.dtype)) == static_cast<int64_t>(s.nbytes);
+  }
+  std::vector<std::byte> download(const Slot& s) {
+    std::vector<std::byte> bytes(s.nbytes);
+    if (s.value) {
+      size_t n = s.value->host_size();
+      std::vector<std::byte> tmp(n);
+      s.value->to_host(tmp.data(), n);
+      std::memcpy(bytes.data(), tmp.data(), std::min(n, s.nbytes));
+    }
+    return bytes;
+  }
+  void replace(Slot& s, const std::vector<std::byte>& bytes, ir::DType dt) {
+    int64_t n = static_cast<int64_t>(s.nbytes / ir::dtype_size(dt));
+    s.value = upload(s.dev, bytes.data(), dt, {n});
+    s.dtype = dt;
+  }
+
+  std::shared_ptr<Client> client_;
+  std::string dump_dir_;
+};
+
+// The layout signature of a call: which views share a storage, and every view's layout.
+std::string signature(const std::vector<ir::StorageView>& ins, const std::vector<ir::StorageView>& outs,
+                      const std::vector<ir::DType>& dts) {
+  std::string k;
+  auto put = [&](int64_t x) { k.append(reinterpret_cast<const char*>(&x), sizeof x); };
+  for (const auto* list : {&ins, &outs}) {
+    put(-7);
+    for (const ir::StorageView& v : *list) {
+      put(v.storage);
+      if (v.storage < 0) continue;
+      put(v.storage_numel);
+      put(static_cast<int64_t>(dts[v.storage]));
+      put(v.offset);
+      put(static_cast<int64_t>(v.sizes.size()));
+      for (int64_t d : v.sizes) put(d);
+      for (int64_t d : v.strides) put(d);
+    }
+  }
+  return k;
+}
+
+const Variant& PjrtExecutable::variant(const std::vector<ir::StorageView>& ins, const std::vector<ir::StorageView>& outs,
+                                       const std::vector<ir::DType>& dts) {
+  std::string key = signature(ins, outs, dts);
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = variants_.find(key);
+  if (it != variants_.end()) return *it->second;
+  auto v = std::make_unique<Variant>();
+  v->legal = ir::legalize(graph_, ins, outs);
+  v->exe = rt_.compile_text(v->legal.graph.to_stablehlo());
+  return *variants_.emplace(std::move(key), std::move(v)).first->second;
+}
+
+void PjrtExecutable::run(const std::vector<View>& inputs, const std::vector<View>& outputs) {
+  // Storages in order of first appearance; each view as a StorageView of its storage.
+  std::vector<Slot*> slots;
+  std::vector<ir::DType> dts;
+  auto bind = [&](const View& v) {
+    ir::StorageView sv;
+    if (!v.buffer) return sv;  // a host operand or an empty view: passed through
+    Slot* s = &slot(v.buffer);
+    size_t k = 0;
+    while (k < slots.size() && slots[k] != s) ++k;
+    if (k == slots.size()) {
+      slots.push_back(s);
+      dts.push_back(v.dtype);
+    }
+    TPU_CHECK(dts[k] == v.dtype, "[pjrt run] one storage viewed with two dtypes in one graph; got ",
+              ir::dtype_name(v.dtype), ", expected ", ir::dtype_name(dts[k]));
+    sv.storage = static_cast<int>(k);
+    sv.storage_numel = static_cast<int64_t>(s->nbytes / ir::dtype_size(v.dtype));
+    sv.sizes = v.shape;
+    sv.strides = v.strides;
+    sv.offset = v.offset;
+    return sv;
+  };
+  std::vector<ir::StorageView> ins, outs;
+  for (const View& v : inputs) ins.push_back(bind(v));
+  for (const View& v : outputs) outs.push_back(bind(v));
+  const Variant& var = variant(ins, outs, dts);
+  int dev = slots.empty() ? 0 : slots[0]->dev;
+
+  std::vector<std::shared_ptr<DeviceBuffer>> staged;  // host operands uploaded for this call
+  const ir::Graph& lg = var.legal.graph;
+  std::vector<DeviceBuffer*> args(lg.num_params());
+  for (const ir::Node& n : lg.nodes()) {
+    if (!n.is_param) continue;
+    int p = n.param_index;
+    int k = var.legal.param_storage[p];
+    if (k >= 0) {
+      args[p] = rt_.value_as(*slots[k], n.dtype);
+    } else {
+      const View& v = inputs[var.legal.param_origin[p]];
+      std::vector<std::byte> zeros;
+      const void* data = v.host;
+      if (!data) {  // an empty view: no bytes to send
+        zeros.resize(ir::dtype_size(n.dtype));
+        data = zeros.data();
+      }
+      staged.push_back(rt_.upload(dev, data, n.dtype, n.shape));
+      args[p] = staged.back().get();
+    }
+  }
+  ExecuteResult r = var.exe.execute(args, ExecuteOptions{.device = dev});
+  r.done.await();  // errors surface in this command, naming the op
+  for (size_t j = 0; j < r.outputs.size(); ++j) {
+    int k = var.legal.output_storage[j];
+    if (k < 0) continue;  // an empty output: nothing to keep
+    slots[k]->value = std::make_shared<DeviceBuffer>(std::move(r.outputs[j]));
+    slots[k]->dtype = dts[k];
+  }
+}
+
+}  // namespace
+}  // namespace torch_tpu::pjrt
+
+namespace torch_tpu::runtime {
+Runtime& pjrt_runtime() {
+  static pjrt::PjrtRuntime* rt = new pjrt::PjrtRuntime();  // leaked: outlives stream workers
+  return *rt;
+}
+}  // namespace torch_tpu::runtime
