@@ -420,6 +420,16 @@ Value Graph::op(OpCode op, std::vector<Value> operands, Attrs attrs, Shape shape
       operands[0].id < static_cast<int>(nodes_.size()) &&
       attrs.dims.size() == nodes_[operands[0].id].shape.size() && is_identity_perm(attrs.dims))
     return operands[0];
+  // StableHLO's abs and sign take signed or float operands only: on unsigned integers abs is
+  // the identity and sign is (x != 0).
+  if ((op == OpCode::Abs || op == OpCode::Sign) && operands.size() == 1 && operands[0].valid() &&
+      operands[0].id < static_cast<int>(nodes_.size()) &&
+      (nodes_[operands[0].id].dtype == DType::U8 || nodes_[operands[0].id].dtype == DType::U64)) {
+    Value x = operands[0];
+    DType dt = nodes_[x.id].dtype;
+    if (op == OpCode::Abs) return x;
+    return convert(compare(Cmp::NE, x, constant(0, dt, nodes_[x.id].shape)), dt);
+  }
   if (op == OpCode::Dot && operands.size() == 2) {
     for (int side = 0; side < 2; ++side) {
       Value v = operands[side];

@@ -49,8 +49,6 @@ const std::map<std::string, std::string> kKnownFailures = {
     {"CustomCall", "every LAPACK target (lapack_*_ffi, lapack_sormqr/ssytrs, lu_pivots_to_permutation): "
                    "NOT_FOUND, no FFI handler registered on Host (jaxlib registers them, a bare "
                    "plugin does not); use stablehlo.cholesky / triangular_solve or decompositions"},
-    {"Abs[ui8]", "stablehlo.abs rejects unsigned integers: print the operand itself for unsigned"},
-    {"Sign[ui8]", "stablehlo.sign rejects unsigned integers: print min(x, 1) (or x != 0) for unsigned"},
 };
 
 struct Case {
