@@ -171,6 +171,22 @@ std::string concat_attrs(const Graph&, const Node& n) {
 }
 std::string reverse_attrs(const Graph&, const Node& n) { return "dimensions = " + i64_array(n.attrs.dims); }
 
+// A float converted to a narrow integer (u8, i8, i16) goes through i32, as PyTorch CPU's
+// conversion does: XLA saturates out-of-range values (-4.4 -> u8 0), C++ on x86 truncates an
+// int32 (-4.4 -> -4 -> u8 252), and the host runtime follows PyTorch.
+void emit_convert(Emitter& e, int id) {
+  const Node& n = e.graph().nodes()[id];
+  DType from = e.graph().nodes()[n.operands[0]].dtype;
+  const std::string& x = e.name(n.operands[0]);
+  if (is_float(from) && (n.dtype == DType::U8 || n.dtype == DType::I8 || n.dtype == DType::I16)) {
+    std::string mid = tensor_type(n.shape, DType::I32);
+    std::string w = e.tmp(id, "convert", {x}, {e.type(n.operands[0])}, "", mid);
+    e.line(e.name(id), "convert", {w}, {mid}, "", e.type(id));
+    return;
+  }
+  e.line(e.name(id), "convert", {x}, {e.type(n.operands[0])}, "", e.type(id));
+}
+
 constexpr Row kRows[] = {
 #define UNARY(name, hlo, dt) {OpCode::name, nullptr, nullptr},
 #define BINARY(name, hlo, dt, traits) {OpCode::name, nullptr, nullptr},
@@ -178,7 +194,7 @@ constexpr Row kRows[] = {
     {OpCode::Compare, compare_row_attrs, nullptr},
     {OpCode::Select, nullptr, nullptr},
     {OpCode::Clamp, nullptr, nullptr},
-    {OpCode::Convert, nullptr, nullptr},
+    {OpCode::Convert, nullptr, emit_convert},
     {OpCode::Constant, constant_attrs, nullptr},
     {OpCode::Iota, iota_attrs, nullptr},
     {OpCode::Broadcast, broadcast_attrs, nullptr},

@@ -64,6 +64,13 @@ void emit_gather(Emitter& e, int id) {
   const Node& n = e.graph().nodes()[id];
   int x = n.operands[0], idx = n.operands[1];
   int64_t rank = static_cast<int64_t>(e.graph().nodes()[x].shape.size());
+  if (numel(e.graph().nodes()[x].shape) == 0) {
+    // Nothing to gather from (StableHLO rejects slice sizes of 1 on an empty dim): the result
+    // is empty too, or every index is out of range (raised by the lowering's range check).
+    std::string ty = e.type(id);
+    e.line(e.name(id), "constant", {}, {}, "value = dense<" + literal(n.dtype, 0, 0) + "> : " + ty, ty);
+    return;
+  }
   std::string coords = coordinates(e, id, idx, rank, n.attrs.dims.at(0));
   std::string dims = dim_list(rank);
   std::string attrs = "dimension_numbers = #stablehlo.gather<collapsed_slice_dims = " + dims +

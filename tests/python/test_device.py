@@ -71,8 +71,8 @@ def test_memory_stats_move_with_tensors():
     torch.tpu.synchronize()
     torch.tpu.empty_cache()
     base = torch.tpu.memory_allocated()
-    t = torch.empty(1000, device="tpu")  # 4000 B -> rounded to a 512 B multiple
-    assert torch.tpu.memory_allocated() - base == 4096
+    t = torch.empty(1000, device="tpu")  # 4000 B: host rounds to a 512 B multiple; pjrt keeps arrays exact
+    assert torch.tpu.memory_allocated() - base == (4096 if torch_tpu.get_runtime() == "host" else 4000)
     assert torch.tpu.memory_reserved() >= torch.tpu.memory_allocated()
     stats = torch.tpu.memory_stats()
     for k in ("allocated_bytes.all.current", "allocated_bytes.all.peak", "reserved_bytes.all.current",

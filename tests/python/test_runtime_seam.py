@@ -82,8 +82,9 @@ def test_strided_download_and_upload():
 
 
 def test_runtime_selection():
-    assert torch_tpu.get_runtime() == "host"
-    torch_tpu.set_runtime("host")  # the one in use: fine
+    name = torch_tpu.get_runtime()
+    assert name == os.environ.get("TORCH_TPU_RUNTIME", "host")
+    torch_tpu.set_runtime(name)  # the one in use: fine
     with pytest.raises(RuntimeError, match="already in use"):
         torch_tpu.set_runtime("nonexistent")
 
@@ -91,7 +92,7 @@ def test_runtime_selection():
 def test_unknown_runtime_is_a_clear_error():
     r = _run("import torch, torch_tpu\ntorch.ones(2, device='tpu') + 1", TORCH_TPU_RUNTIME="nonexistent")
     assert r.returncode == 1, r.stderr  # a Python exception, not an abort
-    assert "unknown runtime; got 'nonexistent', expected one of: host" in r.stderr
+    assert "unknown runtime; got 'nonexistent', expected one of: host, pjrt" in r.stderr
 
 
 @pytest.mark.parametrize("mode", MODES, ids=MODE_IDS)

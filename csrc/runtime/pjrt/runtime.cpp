@@ -27,7 +27,8 @@ namespace {
 using runtime::View;
 
 // A storage: `nbytes` of device memory holding, once written, a flat array of `dtype`.
-struct Slot {
+// 64-byte aligned, so a storage's data pointer (the slot's address) looks like device memory.
+struct alignas(64) Slot {
   int dev = 0;
   size_t nbytes = 0;
   std::shared_ptr<DeviceBuffer> value;  // immutable once made; shared by whole-storage copies

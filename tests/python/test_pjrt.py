@@ -1,0 +1,97 @@
+"""The pjrt runtime (XLA through a PJRT plugin) next to the host runtime: a GPT train step on
+pjrt equals the host's (HIGHEST precision), torch.compile and fused eager run on pjrt, and bad
+plugins or programs XLA rejects are Python errors, never an abort. Each runtime runs in its own
+process (the runtime is chosen once per process). Skipped when no plugin is installed
+(tools/pjrt-plugin installs the pinned XLA CPU plugin; `make test` runs it)."""
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+import torch
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+PLUGIN = os.environ.get("TORCH_TPU_PJRT_PLUGIN") or "/usr/local/lib/torch_tpu/pjrt_cpu_plugin.so"
+pytestmark = pytest.mark.skipif(not os.path.exists(PLUGIN), reason=f"no PJRT plugin at {PLUGIN} (run tools/pjrt-plugin)")
+
+_GPT_STEPS = r"""
+import copy, importlib.util, pathlib, sys, torch, torch_tpu
+spec = importlib.util.spec_from_file_location("gpt", pathlib.Path(sys.argv[1]) / "examples" / "gpt.py")
+gpt = importlib.util.module_from_spec(spec); spec.loader.exec_module(gpt)
+chars, data = gpt.load_data()
+torch.manual_seed(0)
+cfg = gpt.Config(vocab=len(chars.chars), ctx=32, layers=2, heads=4, width=64)
+model = gpt.GPT(cfg).to("tpu")
+gen = torch.Generator().manual_seed(1)
+batches = [gpt.get_batch(data, 4, 32, gen) for _ in range(3)]
+mode = sys.argv[3]
+fwd = torch.compile(model, backend="tpu") if mode == "compiled" else model
+eager = torch_tpu.EagerMode.DEFER_AND_FUSE if mode == "fused" else torch_tpu.EagerMode.DEFER_NEVER
+opt = gpt.make_optimizer(model, lr=3e-3)
+losses = []
+with torch_tpu.precision(torch_tpu.Precision.HIGHEST), torch_tpu.eager_mode(eager):
+    for x, y in batches:
+        _, loss = fwd(x.to("tpu"), y.to("tpu"))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        grads = {n: p.grad.detach().cpu() for n, p in model.named_parameters()}
+        opt.step()
+        losses.append(loss.item())
+torch.save({"runtime": torch_tpu.get_runtime(), "losses": losses, "grads": grads,
+            "params": {n: p.detach().cpu() for n, p in model.named_parameters()}}, sys.argv[2])
+"""
+
+
+def _run(code, args=(), **env):
+    full = dict(os.environ, **env)
+    full.pop("TORCH_TPU_RUNTIME", None)
+    full.update(env)
+    return subprocess.run([sys.executable, "-c", code, *args], env=full, capture_output=True, text=True, timeout=600)
+
+
+def _gpt(tmp_path, runtime, mode):
+    out = tmp_path / f"{runtime}-{mode}.pt"
+    r = _run(_GPT_STEPS, [str(ROOT), str(out), mode], TORCH_TPU_RUNTIME=runtime)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = torch.load(out)
+    assert res["runtime"] == runtime
+    return res
+
+
+def _close(a, b):
+    torch.testing.assert_close(a["losses"], b["losses"], atol=1e-5, rtol=1e-5)
+    for key in ("grads", "params"):
+        for name, ref in b[key].items():
+            scale = ref.abs().max().item()
+            torch.testing.assert_close(a[key][name], ref, atol=1e-5 * scale + 1e-8, rtol=1e-4,
+                                       msg=lambda m, n=name, k=key: f"{k} {n}: {m}")
+
+
+def test_gpt_train_steps_on_pjrt_equal_host(tmp_path):
+    _close(_gpt(tmp_path, "pjrt", "strict"), _gpt(tmp_path, "host", "strict"))
+
+
+@pytest.mark.parametrize("mode", ["fused", "compiled"])
+def test_gpt_fused_and_compiled_on_pjrt_equal_host(tmp_path, mode):
+    _close(_gpt(tmp_path, "pjrt", mode), _gpt(tmp_path, "host", "strict"))
+
+
+@pytest.mark.parametrize("path", ["/etc/hostname", "libm.so.6", "/nonexistent/plugin.so"])
+def test_bad_plugin_is_a_python_error(path):
+    r = _run("import torch, torch_tpu\ntorch.ones(2, device='tpu') + 1", TORCH_TPU_RUNTIME="pjrt",
+             TORCH_TPU_PJRT_PLUGIN=path)
+    assert r.returncode == 1, r.stderr[-2000:]  # a Python exception: the process did not abort
+    assert "RuntimeError" in r.stderr and path in r.stderr and "tools/pjrt-plugin" in r.stderr
+
+
+def test_rejected_program_names_op_and_dump(tmp_path):
+    code = ("import torch, torch_tpu\n"
+            "try:\n    torch.linalg.qr(torch.randn(3, 3, device='tpu'))[0].cpu()\n"
+            "except RuntimeError as e:\n    print('ERR', e)\n"
+            "print('ALIVE', (torch.ones(2, device='tpu') + 1).sum().item())\n")
+    r = _run(code, TORCH_TPU_RUNTIME="pjrt", TORCH_TPU_DUMP=str(tmp_path))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "ERR [aten::linalg_qr]" in r.stdout and "module dumped to " + str(tmp_path) in r.stdout
+    assert "ALIVE 4.0" in r.stdout  # the device keeps working
+    assert list(tmp_path.glob("module_*.mlir"))
