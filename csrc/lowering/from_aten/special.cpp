@@ -4,7 +4,9 @@
 // Compositions that overflow or cancel in f32 (scaled Bessel, polygamma, sinc) compute in f64.
 #include <cmath>
 
+#include "ir/passes/decompose.h"
 #include "lowering/from_aten/common.h"
+#include "runtime/runtime.h"
 
 namespace torch_tpu::lowering {
 namespace {
@@ -121,6 +123,25 @@ std::vector<Value> binary(Lower& L, Args a) {
   return one(L.g.convert(bin(L, op, arg(L, a[0], ct), arg(L, a[1], ct)), dt));
 }
 
+// Laguerre L and Legendre P: the pjrt runtime evaluates them by a recurrence unrolled to
+// ir::kPolyMaxDegree (ir/passes/decompose.h; no closed form exists). There a larger degree is
+// an error at the next sync, never a silent NaN; the host runtime has no limit.
+template <OpCode op>
+std::vector<Value> bounded_poly(Lower& L, Args a) {
+  DType dt = fpromote(L, a), ct = opmath(dt);
+  Value x = arg(L, a[0], ct), n = arg(L, a[1], ct);
+  if (std::string(runtime::current().name()) == "pjrt") {
+    int64_t bound = ir::max_exact_degree(op, ct);
+    Value big = L.g.compare(Cmp::GT, n, L.cst_like(static_cast<double>(bound), n));
+    std::vector<int64_t> dims(L.g.shape(big).size());
+    for (size_t i = 0; i < dims.size(); ++i) dims[i] = static_cast<int64_t>(i);
+    L.check(dims.empty() ? big : L.g.reduce(big, ir::Reducer::Or, dims),
+            std::string("[") + L.op() + "] degree n too large for the pjrt runtime; got n > " + std::to_string(bound) +
+                ", expected n <= " + std::to_string(bound) + " (the host runtime has no limit)");
+  }
+  return one(L.g.convert(bin(L, op, x, n), dt));
+}
+
 // x * log(y) (or log1p(y)), 0 where x == 0, NaN where y is NaN.
 template <bool log1p>
 std::vector<Value> xlogy(Lower& L, Args a) {
@@ -150,6 +171,10 @@ std::vector<Value> polygamma(Lower& L, Args a) {
   {name, binary<OpCode::op>}, {name ".out", binary<OpCode::op>}, {name ".x_scalar", binary<OpCode::op>},     \
       {name ".x_scalar_out", binary<OpCode::op>}, {name ".n_scalar", binary<OpCode::op>},                   \
       {name ".n_scalar_out", binary<OpCode::op>}
+#define BPOLY(name, op)                                                                                    \
+  {name, bounded_poly<OpCode::op>}, {name ".out", bounded_poly<OpCode::op>},                                 \
+      {name ".x_scalar", bounded_poly<OpCode::op>}, {name ".x_scalar_out", bounded_poly<OpCode::op>},       \
+      {name ".n_scalar", bounded_poly<OpCode::op>}, {name ".n_scalar_out", bounded_poly<OpCode::op>}
 #define BIN3(name, op) {name, binary<OpCode::op>}, {name ".out", binary<OpCode::op>}, {name "_", binary<OpCode::op>}
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -191,7 +216,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
       POLY("special_shifted_chebyshev_polynomial_v", ShiftedChebyshevV),
       POLY("special_shifted_chebyshev_polynomial_w", ShiftedChebyshevW),
       POLY("special_hermite_polynomial_h", HermiteH), POLY("special_hermite_polynomial_he", HermiteHe),
-      POLY("special_laguerre_polynomial_l", LaguerreL), POLY("special_legendre_polynomial_p", LegendreP),
+      BPOLY("special_laguerre_polynomial_l", LaguerreL), BPOLY("special_legendre_polynomial_p", LegendreP),
   });
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "ir/passes/decompose.h"
 #include "ir/passes/legalize.h"
 #include "runtime/pjrt/client.h"
 #include "runtime/runtime.h"
@@ -107,9 +108,15 @@ class PjrtRuntime final : public runtime::Runtime {
     if (const char* d = std::getenv("TORCH_TPU_DUMP")) dump_dir_ = d;
   }
   const char* name() const override { return "pjrt"; }
+  // Composite (tpu.*) ops become StableHLO first (ir/passes/decompose.h); layouts are
+  // legalized at first run, per layout signature.
   std::shared_ptr<runtime::Executable> compile(const ir::Graph& graph) override {
     graph.verify();
-    return std::make_shared<PjrtExecutable>(*this, graph);
+    if (!ir::has_composites(graph)) return std::make_shared<PjrtExecutable>(*this, graph);
+    std::vector<std::string> bad = ir::undecomposable_ops(graph);
+    TPU_CHECK(bad.empty(), "[pjrt] an op has no StableHLO form; got ", bad.empty() ? "" : bad[0],
+              ", expected ops the plugin can compile");
+    return std::make_shared<PjrtExecutable>(*this, ir::decompose_composites(graph));
   }
   runtime::Buffer* allocate(int dev, size_t nbytes) override {
     check_device(dev);
