@@ -2,7 +2,7 @@
 IN_ENV := tools/in-env
 BUILD := build
 
-.PHONY: all build demo demo-mlp test test-cpp test-py clean env opinfo pjrt-plugin
+.PHONY: all build demo demo-mlp test test-pjrt test-cpp test-py clean env opinfo pjrt-plugin
 
 all: build
 
@@ -18,8 +18,18 @@ demo: build
 demo-mlp: build
 	$(IN_ENV) python3 examples/mlp.py
 
+# The pjrt runtime's CI subset: the suites that exercise the seam, modes and compile paths
+# (the whole suite on pjrt is `make test-pjrt`, ~10 min here).
+PJRT_CI := tests/python/test_runtime_seam.py tests/python/test_modes.py \
+           tests/python/test_fused.py tests/python/test_ops_pointwise.py tests/python/test_ops_nn.py \
+           tests/python/test_ops_views_copy.py tests/python/test_opinfo_fast.py
+
 test: build pjrt-plugin
-	$(IN_ENV) bash -c './$(BUILD)/tpu_cpp_tests --gtest_brief=1 && ./$(BUILD)/tpu_pjrt_tests --gtest_brief=1 && python3 -m pytest -q -n 2 tests/python'
+	$(IN_ENV) bash -c './$(BUILD)/tpu_cpp_tests --gtest_brief=1 && ./$(BUILD)/tpu_pjrt_tests --gtest_brief=1 && python3 -m pytest -q -n 2 tests/python && TORCH_TPU_RUNTIME=pjrt python3 -m pytest -q -n 2 $(PJRT_CI)'
+
+# Every Python test on the pjrt runtime (expected failures: tests/python/pjrt_expected_failures.txt).
+test-pjrt: build pjrt-plugin
+	$(IN_ENV) env TORCH_TPU_RUNTIME=pjrt python3 -m pytest -q -n 2 tests/python
 
 # The pinned XLA CPU PJRT plugin, installed into the environment (runs on the host: pip
 # inside the environment cannot reach PyPI; docs/decisions/pjrt-plugin.md).

@@ -91,7 +91,9 @@ class Graph {
   // Throws Error on a malformed graph (bad operand ids, wrong arity, shape/dtype mismatch).
   void verify() const;
   // StableHLO text (an MLIR module with one func.func @main).
-  std::string to_stablehlo() const;
+  // `aliases` (empty, or one entry per parameter): the output index whose buffer parameter i
+  // may become (donation), printed as `tf.aliasing_output` on that @main argument; -1 = none.
+  std::string to_stablehlo(const std::vector<int>& aliases = {}) const;
 
   // For tests: append a node without inference or checks.
   Value unchecked_node(Node n);

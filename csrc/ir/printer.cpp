@@ -245,13 +245,19 @@ void emit_node(Emitter& e, int id) {
 }  // namespace
 }  // namespace printer
 
-std::string Graph::to_stablehlo() const {
+std::string Graph::to_stablehlo(const std::vector<int>& aliases) const {
   verify();
+  TPU_CHECK(aliases.empty() || aliases.size() == static_cast<size_t>(num_params_),
+            "[stablehlo] aliases need one entry per parameter; got ", aliases.size(), ", expected ", num_params_);
   printer::Emitter e(*this);
   std::ostringstream head;
   head << "module @main {\n  func.func public @main(";
-  for (size_t i = 0, k = 0; i < nodes_.size(); ++i)
-    if (nodes_[i].is_param) head << (k++ ? ", " : "") << e.name(i) << ": " << e.type(i);
+  for (size_t i = 0, k = 0; i < nodes_.size(); ++i) {
+    if (!nodes_[i].is_param) continue;
+    head << (k++ ? ", " : "") << e.name(i) << ": " << e.type(i);
+    int out = aliases.empty() ? -1 : aliases[nodes_[i].param_index];
+    if (out >= 0) head << " {tf.aliasing_output = " << out << " : i32}";
+  }
   head << ") -> (";
   for (size_t i = 0; i < outputs_.size(); ++i) head << (i ? ", " : "") << e.type(outputs_[i].id);
   head << ") {\n";

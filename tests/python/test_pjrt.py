@@ -28,7 +28,7 @@ batches = [gpt.get_batch(data, 4, 32, gen) for _ in range(3)]
 mode = sys.argv[3]
 fwd = torch.compile(model, backend="tpu") if mode == "compiled" else model
 eager = torch_tpu.EagerMode.DEFER_AND_FUSE if mode == "fused" else torch_tpu.EagerMode.DEFER_NEVER
-opt = gpt.make_optimizer(model, lr=3e-3)
+opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)  # AdamW would amplify ~0 gradients' last bits
 losses = []
 with torch_tpu.precision(torch_tpu.Precision.HIGHEST), torch_tpu.eager_mode(eager):
     for x, y in batches:
@@ -61,11 +61,12 @@ def _gpt(tmp_path, runtime, mode):
 
 def _close(a, b):
     torch.testing.assert_close(a["losses"], b["losses"], atol=1e-5, rtol=1e-5)
-    for key in ("grads", "params"):
-        for name, ref in b[key].items():
-            scale = ref.abs().max().item()
-            torch.testing.assert_close(a[key][name], ref, atol=1e-5 * scale + 1e-8, rtol=1e-4,
-                                       msg=lambda m, n=name, k=key: f"{k} {n}: {m}")
+    for name, ref in b["grads"].items():
+        scale = ref.abs().max().item()
+        torch.testing.assert_close(a["grads"][name], ref, atol=1e-5 * scale + 1e-8, rtol=1e-4,
+                                   msg=lambda m, n=name: f"grad {n}: {m}")
+    for name, ref in b["params"].items():
+        torch.testing.assert_close(a["params"][name], ref, atol=1e-6, rtol=1e-5, msg=lambda m, n=name: f"param {n}: {m}")
 
 
 def test_gpt_train_steps_on_pjrt_equal_host(tmp_path):

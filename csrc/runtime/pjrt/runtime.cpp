@@ -238,7 +238,12 @@ const Variant& PjrtExecutable::variant(const std::vector<ir::StorageView>& ins, 
   if (it != variants_.end()) return *it->second;
   auto v = std::make_unique<Variant>();
   v->legal = ir::legalize(graph_, ins, outs);
-  v->exe = rt_.compile_text(v->legal.graph.to_stablehlo());
+  // A storage both read and written donates its old array to its next value (in place on
+  // the device); run() vetoes it per call where the old array is still shared.
+  std::vector<int> aliases(v->legal.graph.num_params(), -1);
+  for (size_t j = 0; j < v->legal.donated.size(); ++j)
+    if (v->legal.donated[j] >= 0) aliases[v->legal.donated[j]] = static_cast<int>(j);
+  v->exe = rt_.compile_text(v->legal.graph.to_stablehlo(aliases));
   return *variants_.emplace(std::move(key), std::move(v)).first->second;
 }
 
@@ -274,12 +279,15 @@ void PjrtExecutable::run(const std::vector<View>& inputs, const std::vector<View
   std::vector<std::shared_ptr<DeviceBuffer>> staged;  // host operands uploaded for this call
   const ir::Graph& lg = var.legal.graph;
   std::vector<DeviceBuffer*> args(lg.num_params());
+  ExecuteOptions opts{.device = dev};
   for (const ir::Node& n : lg.nodes()) {
     if (!n.is_param) continue;
     int p = n.param_index;
     int k = var.legal.param_storage[p];
     if (k >= 0) {
       args[p] = rt_.value_as(*slots[k], n.dtype);
+      // An array another storage shares (a whole-storage copy) must survive this run.
+      if (slots[k]->value.use_count() > 1) opts.non_donatable.push_back(p);
     } else {
       const View& v = inputs[var.legal.param_origin[p]];
       std::vector<std::byte> zeros;
@@ -292,7 +300,7 @@ void PjrtExecutable::run(const std::vector<View>& inputs, const std::vector<View
       args[p] = staged.back().get();
     }
   }
-  ExecuteResult r = var.exe.execute(args, ExecuteOptions{.device = dev});
+  ExecuteResult r = var.exe.execute(args, opts);
   r.done.await();  // errors surface in this command, naming the op
   for (size_t j = 0; j < r.outputs.size(); ++j) {
     int k = var.legal.output_storage[j];
