@@ -10,6 +10,17 @@
 #include "base/error.h"
 
 namespace torch_tpu::ir {
+
+std::vector<int64_t> row_major_strides(const Shape& shape) {
+  std::vector<int64_t> s(shape.size());
+  int64_t acc = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    s[i] = acc;
+    acc *= shape[i];
+  }
+  return s;
+}
+
 namespace {
 
 struct Dim {

@@ -23,6 +23,9 @@ struct StorageView {
   int64_t offset = 0;
 };
 
+// Row-major contiguous strides (in elements) of `shape`.
+std::vector<int64_t> row_major_strides(const Shape& shape);
+
 // How a view is read or written (the cheapest IR that expresses it).
 enum class ViewKind : uint8_t {
   kEmpty,   // no elements: a constant, a write changes nothing

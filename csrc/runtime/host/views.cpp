@@ -10,6 +10,7 @@
 #endif
 
 #include "base/error.h"
+#include "ir/passes/views.h"
 #include "runtime/host/parallel.h"
 #include "runtime/runtime.h"
 
@@ -31,15 +32,7 @@ bool View::contiguous() const {
 
 namespace host {
 
-std::vector<int64_t> contiguous_strides(const ir::Shape& shape) {
-  std::vector<int64_t> s(shape.size());
-  int64_t acc = 1;
-  for (size_t i = shape.size(); i-- > 0;) {
-    s[i] = acc;
-    acc *= shape[i];
-  }
-  return s;
-}
+std::vector<int64_t> contiguous_strides(const ir::Shape& shape) { return ir::row_major_strides(shape); }
 
 CopyPlan make_copy_plan(const ir::Shape& shape, const int64_t* dst_strides,
                         const int64_t* src_strides) {

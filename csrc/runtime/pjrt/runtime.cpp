@@ -38,28 +38,12 @@ struct alignas(64) Slot {
 
 Slot& slot(runtime::Buffer* b) { return *reinterpret_cast<Slot*>(b); }
 
-int64_t numel_of(const ir::Shape& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
-
-std::vector<int64_t> dense_strides(const ir::Shape& s) {
-  std::vector<int64_t> r(s.size());
-  int64_t acc = 1;
-  for (size_t i = s.size(); i-- > 0;) {
-    r[i] = acc;
-    acc *= s[i];
-  }
-  return r;
-}
-
 // Copies the elements of a strided view between `storage` (bytes of the whole storage) and a
 // dense row-major `dense` buffer. Only for the slow paths (partial host transfers).
 void strided_copy(std::byte* storage, std::byte* dense, const View& v, bool to_storage) {
   size_t elem = ir::dtype_size(v.dtype);
-  std::vector<int64_t> st = v.strides.empty() ? dense_strides(v.shape) : v.strides;
-  int64_t n = numel_of(v.shape);
+  std::vector<int64_t> st = v.strides.empty() ? ir::row_major_strides(v.shape) : v.strides;
+  int64_t n = ir::numel(v.shape);
   std::vector<int64_t> idx(v.shape.size(), 0);
   for (int64_t k = 0; k < n; ++k) {
     int64_t off = v.offset;
@@ -130,7 +114,7 @@ class PjrtRuntime final : public runtime::Runtime {
   void write(const View& dst, const std::byte* src) override {
     Slot& s = slot(dst.buffer);
     if (whole(dst, s)) {
-      s.value = upload(s.dev, src, dst.dtype, {numel_of(dst.shape)});
+      s.value = upload(s.dev, src, dst.dtype, {ir::numel(dst.shape)});
       s.dtype = dst.dtype;
       return;
     }
@@ -186,8 +170,8 @@ class PjrtRuntime final : public runtime::Runtime {
 
  private:
   static bool whole(const View& v, const Slot& s) {
-    return v.offset == 0 && (v.strides.empty() || v.strides == dense_strides(v.shape)) &&
-           numel_of(v.shape) * static_cast<int64_t>(ir::dtype_size(v.dtype)) == static_cast<int64_t>(s.nbytes);
+    return v.offset == 0 && (v.strides.empty() || v.strides == ir::row_major_strides(v.shape)) &&
+           ir::numel(v.shape) * static_cast<int64_t>(ir::dtype_size(v.dtype)) == static_cast<int64_t>(s.nbytes);
   }
   std::vector<std::byte> download(const Slot& s) {
     std::vector<std::byte> bytes(s.nbytes);
