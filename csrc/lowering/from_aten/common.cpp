@@ -55,4 +55,10 @@ Value where(Lower& L, Value pred, Value t, Value f) {
   return L.g.select(pred, t, f);
 }
 
+Value any_true(Lower& L, Value pred) {
+  std::vector<int64_t> all(L.g.shape(pred).size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
+  return all.empty() ? pred : L.g.reduce(pred, ir::Reducer::Or, all);
+}
+
 }  // namespace torch_tpu::lowering

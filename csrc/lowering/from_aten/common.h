@@ -25,6 +25,8 @@ inline Value bin(Lower& L, OpCode op, Value x, Value y) {
   ir::Shape s = broadcast_shapes(L.op(), L.g.shape(x), L.g.shape(y));
   return L.g.binary(op, L.bcast(x, s), L.bcast(y, s));
 }
+// True when any element of the bool value `pred` is true (0-d; `pred` itself when it is 0-d).
+Value any_true(Lower& L, Value pred);
 inline Value scal(Lower& L, double v, Value like) { return L.cst(v, L.g.dtype(like)); }
 inline Value mulc(Lower& L, Value x, double c) { return bin(L, OpCode::Mul, x, scal(L, c, x)); }
 inline Value addc(Lower& L, Value x, double c) { return bin(L, OpCode::Add, x, scal(L, c, x)); }

@@ -39,11 +39,7 @@ Value scatter(Lower& L, Value x, Value idx, Value upd, int64_t a, bool add) {
   return L.g.op(add ? OpCode::ScatterAdd : OpCode::Scatter, {x, idx, upd}, axis(a));
 }
 
-Value any_all(Lower& L, Value pred) {
-  std::vector<int64_t> dims;
-  for (size_t i = 0; i < L.g.shape(pred).size(); ++i) dims.push_back(static_cast<int64_t>(i));
-  return L.g.reduce(pred, Reducer::Or, dims);
-}
+Value any_all(Lower& L, Value pred) { return any_true(L, pred); }
 
 // An integer index tensor as i64; registers the range check [lo, n) (lo = -n wraps).
 Value index_in(Lower& L, const at::Tensor& t, int64_t n, bool allow_negative, const std::string& msg) {

@@ -74,10 +74,7 @@ Value slice2(Lower& L, Value x, int64_t r1, int64_t c1) {
 }
 
 Value any_nonzero(Lower& L, Value x) {
-  Value nz = L.g.compare(Cmp::NE, x, L.cst_like(0, x));
-  std::vector<int64_t> all(L.g.shape(x).size());
-  std::iota(all.begin(), all.end(), 0);
-  return all.empty() ? nz : L.g.reduce(nz, ir::Reducer::Or, all);
+  return any_true(L, L.g.compare(Cmp::NE, x, L.cst_like(0, x)));
 }
 
 Value empty(Lower& L, DType dt) { return L.g.constant(0, dt, {0}); }

@@ -128,10 +128,7 @@ std::vector<Value> binary(Lower& L, Args a) {
 // instead of returning wrong numbers. The host's Cephes kernel handles them.
 void pjrt_reject_negative_q(Lower& L, Value q) {
   if (std::string(runtime::current().name()) != "pjrt") return;
-  Value neg = L.g.compare(Cmp::LT, q, L.cst_like(0, q));
-  std::vector<int64_t> dims(L.g.shape(neg).size());
-  for (size_t i = 0; i < dims.size(); ++i) dims[i] = static_cast<int64_t>(i);
-  L.check(dims.empty() ? neg : L.g.reduce(neg, ir::Reducer::Or, dims),
+  L.check(any_true(L, L.g.compare(Cmp::LT, q, L.cst_like(0, q))),
           std::string("[") + L.op() + "] negative arguments are not supported on the pjrt runtime (XLA's zeta is "
                                       "inaccurate near its poles); got an argument < 0, expected >= 0 (the host runtime has no limit)");
 }
@@ -153,9 +150,7 @@ std::vector<Value> bounded_poly(Lower& L, Args a) {
   if (std::string(runtime::current().name()) == "pjrt") {
     int64_t bound = ir::max_exact_degree(op, ct);
     Value big = L.g.compare(Cmp::GT, n, L.cst_like(static_cast<double>(bound), n));
-    std::vector<int64_t> dims(L.g.shape(big).size());
-    for (size_t i = 0; i < dims.size(); ++i) dims[i] = static_cast<int64_t>(i);
-    L.check(dims.empty() ? big : L.g.reduce(big, ir::Reducer::Or, dims),
+    L.check(any_true(L, big),
             std::string("[") + L.op() + "] degree n too large for the pjrt runtime; got n > " + std::to_string(bound) +
                 ", expected n <= " + std::to_string(bound) + " (the host runtime has no limit)");
   }
