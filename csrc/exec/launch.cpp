@@ -23,8 +23,6 @@ struct Launch::Payload {
   std::vector<c10::Storage> host;  // CPU storages read as host operands
 };
 
-namespace {
-
 runtime::View device_view(const c10::Storage& st, const Meta& m, bool write) {
   runtime::View v;
   v.dtype = m.dtype;
@@ -36,8 +34,6 @@ runtime::View device_view(const c10::Storage& st, const Meta& m, bool write) {
   v.offset = m.offset;
   return v;
 }
-
-}  // namespace
 
 Launch::Launch(const char* name, std::shared_ptr<runtime::Executable> exe) : p_(std::make_shared<Payload>()) {
   p_->name = name;

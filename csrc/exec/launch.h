@@ -17,6 +17,10 @@ namespace torch_tpu::exec {
 // compiled by the process's runtime on a miss. Throws torch_tpu::Error / NotImplemented.
 std::shared_ptr<runtime::Executable> compiled(uint64_t key, const ir::Graph& g);
 
+// The runtime view of storage `st` seen as `m` (no buffer for an empty view). `write`
+// materializes a copy-on-write storage first; a read leaves it shared.
+runtime::View device_view(const c10::Storage& st, const Meta& m, bool write);
+
 // Operands are added in parameter order (inputs) and output order (outputs). A tpu operand
 // names its storage's runtime Buffer and the view (sizes, strides, offset); a CPU operand
 // (staged uploads, rng states) is a host operand kept alive by the launch until it ran.

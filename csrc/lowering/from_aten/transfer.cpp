@@ -6,7 +6,7 @@
 
 #include "device/device.h"
 #include "exec/stream.h"
-#include "exec/views.h"
+#include "exec/launch.h"
 #include "lowering/from_aten/lower.h"
 #include "runtime/runtime.h"
 
@@ -25,13 +25,7 @@ void download(const at::Tensor& t, const at::Tensor& dst) {
   int dev = t.device().index();
   (void)exec::mark(dev);  // flushes a deferred window: its writes are queued before the read
   if (t.numel() > 0) {
-    exec::Meta m = exec::meta_of(t, to_ir(t.scalar_type(), "aten::copy_"));
-    runtime::View v;
-    v.buffer = device::buffer_of(t.storage().data_ptr().get());
-    v.dtype = m.dtype;
-    v.shape = shape_of(t);
-    if (!m.contiguous()) v.strides = m.strides;
-    v.offset = m.offset;
+    runtime::View v = exec::device_view(t.storage(), exec::meta_of(t, to_ir(t.scalar_type(), "aten::copy_")), false);
     auto* out = static_cast<std::byte*>(dst.data_ptr());
     runtime::stream::enqueue(dev, "to_host", [v = std::move(v), out] { runtime::current().read(v, out); });
   }
