@@ -181,6 +181,11 @@ def _fixes():
         scale = torch.where(norms > max_norm, max_norm / (norms + 1e-7), torch.ones_like(norms))
         return weight.index_copy_(0, idx, rows * scale)
 
+    def weight_norm_interface_backward(grad_w, saved_v, saved_g, saved_norms, dim):
+        # CPU and CUDA have fused kernels; PyTorch's composite differentiable backward computes
+        # the same (grad_v, grad_g) for the dims _weight_norm uses (first or last).
+        return torch.ops.aten._weight_norm_differentiable_backward(grad_w, saved_v, saved_g, saved_norms, dim)
+
     aten = torch.ops.aten
     from torch._decomp import decomposition_table as table
 
@@ -238,4 +243,5 @@ def _fixes():
             aten._native_batch_norm_legit.no_stats_out: table[aten._native_batch_norm_legit.no_stats],
             aten.native_group_norm.default: group_norm, aten.geometric.default: geometric,
             aten.geometric_.default: geometric_, aten._efficientzerotensor.default: efficient_zero_tensor,
-            aten.embedding_renorm_.default: embedding_renorm_}
+            aten.embedding_renorm_.default: embedding_renorm_,
+            aten._weight_norm_interface_backward.default: weight_norm_interface_backward}

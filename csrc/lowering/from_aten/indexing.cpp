@@ -585,30 +585,37 @@ std::vector<Value> masked_scatter(Lower& L, Args a) {
 // histc(self, bins, min, max): CPU's linear bin rule pos = (x - lo) * bins / (hi - lo) in the
 // input dtype, x == hi in the last bin, values outside [lo, hi] (and NaN) dropped. min == max
 // takes the data's range (device reductions, no sync); an empty range widens by 1 each side.
+// Integer input follows CUDA (CPU has no integer histc; MoE routers call it on expert ids):
+// min and max truncate to integers, the bin is the integer quotient, counts in the input dtype.
 std::vector<Value> histc(Lower& L, Args a) {
   const at::Tensor& self = a[0].toTensor();
   int64_t bins = a[1].toInt();
   double mn = a[2].toScalar().toDouble(), mx = a[3].toScalar().toDouble();
-  TORCH_CHECK(at::isFloatingType(self.scalar_type()), "[", L.op(), "] \"histogram_cpu\" not implemented for '",
+  bool integral = at::isIntegralType(self.scalar_type(), /*includeBool=*/false);
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()) || integral, "[", L.op(), "] \"histogram\" not implemented for '",
               c10::toString(self.scalar_type()), "'");
   TORCH_CHECK(bins > 0, "[", L.op(), "] bins must be > 0; got ", bins);
   TORCH_CHECK(!(mn > mx), "[", L.op(), "] max must be larger than min; got min ", mn, ", max ", mx);
   TORCH_CHECK(std::isfinite(mn) && std::isfinite(mx), "[", L.op(), "] range of [", mn, ", ", mx, "] is not finite");
-  DType dt = to_ir(self.scalar_type(), L.op());
+  DType out_dt = to_ir(self.scalar_type(), L.op());
+  DType dt = integral ? DType::I64 : out_dt;  // the dtype the bin rule computes in
+  if (integral) mn = double(int64_t(mn)), mx = double(int64_t(mx));
   int64_t n = self.numel();
-  Value x = L.g.reshape(L.in(self), {n});
+  Value x = L.g.reshape(L.in(self, dt), {n});
   Value lo = L.cst(mn, dt), hi = L.cst(mx, dt);
   if (mn == mx && n > 0) {
     lo = L.g.reduce(x, Reducer::Min, {0});
     hi = L.g.reduce(x, Reducer::Max, {0});
-    Value fin = L.g.binary(OpCode::And, L.g.compare(Cmp::EQ, L.g.binary(OpCode::Sub, lo, lo), L.cst(0, dt)),
-                           L.g.compare(Cmp::EQ, L.g.binary(OpCode::Sub, hi, hi), L.cst(0, dt)));
-    L.check(L.g.unary(OpCode::Not, fin), std::string("[") + L.op() + "] range of [min, max] of the input is not finite");
+    if (!integral) {
+      Value fin = L.g.binary(OpCode::And, L.g.compare(Cmp::EQ, L.g.binary(OpCode::Sub, lo, lo), L.cst(0, dt)),
+                             L.g.compare(Cmp::EQ, L.g.binary(OpCode::Sub, hi, hi), L.cst(0, dt)));
+      L.check(L.g.unary(OpCode::Not, fin), std::string("[") + L.op() + "] range of [min, max] of the input is not finite");
+    }
   }
   Value eq = L.g.compare(Cmp::EQ, lo, hi);
   lo = L.g.select(eq, L.g.binary(OpCode::Sub, lo, L.cst(1, dt)), lo);
   hi = L.g.select(eq, L.g.binary(OpCode::Add, hi, L.cst(1, dt)), hi);
-  Value out = L.g.constant(0, dt, {bins});
+  Value out = L.g.constant(0, out_dt, {bins});
   if (n == 0) return one(out);
   Value lob = L.g.broadcast(lo, {n}, {}), hib = L.g.broadcast(hi, {n}, {});
   Value t = L.g.binary(OpCode::Div, L.g.binary(OpCode::Mul, L.g.binary(OpCode::Sub, x, lob), L.g.constant(double(bins), dt, {n})),
@@ -616,7 +623,7 @@ std::vector<Value> histc(Lower& L, Args a) {
   Value pos = L.g.binary(OpCode::Min, L.g.convert(t, DType::I64), L.g.constant(double(bins - 1), DType::I64, {n}));
   Value in_range = L.g.binary(OpCode::And, L.g.compare(Cmp::GE, x, lob), L.g.compare(Cmp::LE, x, hib));
   Value idx = L.g.select(in_range, pos, L.g.constant(double(bins), DType::I64, {n}));
-  return one(scatter(L, out, idx, L.g.constant(1, dt, {n}), 0, true));
+  return one(scatter(L, out, idx, L.g.constant(1, out_dt, {n}), 0, true));
 }
 
 // bincount(self, weights, minlength): syncs once for the input's min and max (the result's

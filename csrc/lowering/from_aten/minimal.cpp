@@ -106,6 +106,21 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
 
 void record_stream(at::Tensor& self, c10::Stream stream) {}
 
+// Whether `self` may take `from`'s data by `self.data = from` (set_data). c10 allows it between
+// dense CPU, CUDA, ... tensors but does not know PrivateUse1; without this, nn.Module._apply
+// (`.to("tpu")`, `.tpu()`, `to_empty`) replaces each Parameter with a new one: tied weights
+// untie and optimizers lose their parameters. Dense tpu and dense cpu tensors are as
+// compatible as CUDA and CPU ones are.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  if (self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set())) return true;
+  auto dense = [](const at::Tensor& t) {
+    auto ks = t.key_set();
+    return ks.has(c10::DispatchKey::Dense) && (ks.has_backend(c10::BackendComponent::CPUBit) ||
+                                               ks.has_backend(c10::BackendComponent::PrivateUse1Bit));
+  };
+  return dense(self) && dense(from);
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", empty_memory_format);
   m.impl("empty_strided", empty_strided);
@@ -122,6 +137,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from_and_resize", copy_from_and_resize);
   m.impl("_local_scalar_dense", local_scalar_dense);
   m.impl("record_stream", record_stream);
+  m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
 }
 
 }  // namespace
