@@ -8,6 +8,7 @@
 
 #include "device/device.h"
 #include "exec/stream.h"
+#include "runtime/stream.h"
 #include "python/bindings.h"
 
 namespace py = pybind11;
@@ -60,6 +61,13 @@ py::dict memory_stats(int dev) {
 
 void init_device_bindings(py::module_& m) {
   m.def("_device_count", [] { return device::device_count(); });
+  // Commands queued on a device's stream that have not run yet (backpressure tests).
+  m.def("_stream_backlog", [](int d) {
+    int dev = index(d);
+    uint64_t q = runtime::stream::queued(dev), lo = 0;
+    while (lo < q && !runtime::stream::done(dev, q - lo)) ++lo;  // done() is monotone in the mark
+    return lo;
+  });
   m.def("_current_device", [] { return device::current_device(); });
   m.def("_set_device", [](int d) { device::set_current_device(index(d)); });
   m.def("_exchange_device", [](int d) {

@@ -8,6 +8,7 @@
 #include "ir/passes/fuse.h"
 #include <torch/csrc/utils/pybind.h>
 #include "lowering/from_aten/fallback.h"
+#include "lowering/from_aten/fast_path.h"
 #include "lowering/from_aten/lower.h"
 #include "lowering/from_aten/transfer.h"
 #include "python/bindings.h"
@@ -60,6 +61,8 @@ void init_exec_bindings(py::module_& m) {
     return d;
   });
   m.def("_clear_cache", [] { runtime::CompileCache::global().clear(); });
+  m.def("_compile_cache_capacity", [] { return runtime::CompileCache::global().capacity(); });
+  m.def("_set_compile_cache_capacity", [](size_t n) { runtime::CompileCache::global().set_capacity(n); });
   // Whether host DEFAULT matmuls run on a native bf16 GEMM (AVX512-BF16 / AMX), which treats
   // subnormal bf16 operands as zero, as a TPU's matrix unit does.
   m.def("_host_bf16_gemm", [] { return host::gemm_has_bf16(); });
@@ -97,6 +100,11 @@ void init_exec_bindings(py::module_& m) {
     for (auto& e : s.per_entry_stats) us += e.compilation_duration_us;
     cc["compile_time_us"] = us;
     d["compile_cache"] = cc;
+    auto fp = lowering::fast::counters();
+    py::dict fpd;
+    fpd["entries"] = fp.entries;
+    fpd["all_value_entries"] = fp.generic_entries;
+    d["fast_path"] = fpd;
     return d;
   });
   // For tests: enqueues a command that fails on the worker, as a broken kernel would.

@@ -1,6 +1,9 @@
 // Compile cache implementation.
 #include "runtime/compile_cache.h"
 
+#include <algorithm>
+#include <cstdlib>
+
 namespace torch_tpu::runtime {
 
 std::shared_ptr<Executable> CompileCache::find(uint64_t key) {
@@ -10,6 +13,7 @@ std::shared_ptr<Executable> CompileCache::find(uint64_t key) {
   if (it == map_.end()) return nullptr;
   ++hits_;
   ++it->second.stats.read_count;
+  it->second.used = ++tick_;
   return it->second.exe;
 }
 
@@ -23,7 +27,41 @@ std::shared_ptr<Executable> CompileCache::insert(uint64_t key, const ir::Graph& 
   e.stats.key = key;
   e.stats.compilation_duration_us = us;
   e.stats.read_count = 1;
+  e.used = ++tick_;
+  if (map_.size() > capacity_) evict_locked();
   return exe;
+}
+
+size_t CompileCache::default_capacity() {
+  const char* s = std::getenv("TORCH_TPU_COMPILE_CACHE_ENTRIES");
+  long n = s && *s ? std::atol(s) : 0;
+  return n > 0 ? static_cast<size_t>(n) : 4096;
+}
+
+void CompileCache::set_capacity(size_t n) {
+  std::lock_guard<std::mutex> lk(mu_);
+  capacity_ = std::max<size_t>(n, 1);
+  if (map_.size() > capacity_) evict_locked();
+}
+
+// Drops the least recently used entries down to 7/8 of the capacity.
+void CompileCache::evict_locked() {
+  size_t keep = capacity_ - capacity_ / 8;
+  if (map_.size() <= keep) return;
+  std::vector<uint64_t> ticks;
+  ticks.reserve(map_.size());
+  for (auto& [k, e] : map_) ticks.push_back(e.used);
+  size_t drop = map_.size() - keep;
+  std::nth_element(ticks.begin(), ticks.begin() + (drop - 1), ticks.end());
+  uint64_t cut = ticks[drop - 1];
+  for (auto it = map_.begin(); it != map_.end() && drop > 0;) {
+    if (it->second.used <= cut) {
+      it = map_.erase(it);
+      --drop;
+    } else {
+      ++it;
+    }
+  }
 }
 
 std::shared_ptr<Executable> CompileCache::get(const ir::Graph& graph, Runtime& rt) {

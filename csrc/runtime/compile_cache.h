@@ -1,6 +1,8 @@
 // The compile cache shared by every execution mode: graph hash -> Executable, with
 // TorchTPU-style stats (requests, hits, per-entry compile time and read count).
-// Thread-safe.
+// Bounded: past `capacity()` entries (env TORCH_TPU_COMPILE_CACHE_ENTRIES, default 4096)
+// the least recently used eighth is dropped (executables still in use live on in their
+// launches). Thread-safe.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -34,13 +36,20 @@ class CompileCache {
   std::shared_ptr<Executable> insert(uint64_t key, const ir::Graph& graph, Runtime& rt);
   CacheStats stats() const;
   void clear();
+  size_t capacity() const { return capacity_; }
+  void set_capacity(size_t n);
   static CompileCache& global();
 
  private:
   struct Entry {
     std::shared_ptr<Executable> exe;
     CacheEntryStats stats;
+    uint64_t used = 0;  // tick of the last find/insert
   };
+  void evict_locked();
+  size_t capacity_ = default_capacity();
+  static size_t default_capacity();
+  uint64_t tick_ = 0;
   mutable std::mutex mu_;
   std::unordered_map<uint64_t, Entry> map_;
   int64_t reqs_ = 0, hits_ = 0;

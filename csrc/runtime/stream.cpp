@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
 #include <exception>
 #include <memory>
@@ -17,6 +18,17 @@ namespace {
 
 thread_local bool t_worker = false;
 
+constexpr size_t kBatch = 64;
+// Commands a user thread may queue ahead of the worker (env TORCH_TPU_MAX_QUEUED_OPS).
+uint64_t max_queued() {
+  static const uint64_t n = [] {
+    const char* s = std::getenv("TORCH_TPU_MAX_QUEUED_OPS");
+    long v = s && *s ? std::atol(s) : 0;
+    return v >= 4 ? static_cast<uint64_t>(v) : uint64_t{1024};
+  }();
+  return n;
+}
+
 struct Command {
   const char* name;
   std::function<void()> fn;
@@ -29,7 +41,15 @@ class Stream {
   void push(const char* name, std::function<void()> fn) {
     bool wake;
     {
-      std::lock_guard<std::mutex> lk(mu_);
+      std::unique_lock<std::mutex> lk(mu_);
+      // Backpressure: a user thread that runs ahead by kMaxQueued commands waits until the
+      // worker is back within 3/4 of it (as CUDA's launch queue blocks), so host memory held
+      // by queued commands stays bounded. A worker never waits (it may enqueue follow-ups).
+      if (enqueued_ - completed_ >= max_queued() && !t_worker) {
+        wake = sleeping_;
+        if (wake) cv_.notify_one();
+        done_cv_.wait(lk, [&] { return enqueued_ - completed_ < max_queued() * 3 / 4; });
+      }
       q_.push_back({name, std::move(fn)});
       ++enqueued_;
       wake = sleeping_;
@@ -86,8 +106,17 @@ class Stream {
           sleeping_ = false;
         }
       }
-      batch.swap(q_);
-      pending_.store(false, std::memory_order_relaxed);
+      // At most kBatch commands at a time, so completed_ (and waiting producers) advance
+      // while a long queue runs.
+      if (q_.size() <= kBatch) {
+        batch.swap(q_);
+      } else {
+        for (size_t i = 0; i < kBatch; ++i) {
+          batch.push_back(std::move(q_.front()));
+          q_.pop_front();
+        }
+      }
+      pending_.store(!q_.empty(), std::memory_order_relaxed);
       lk.unlock();
       int64_t ran = 0;
       for (Command& c : batch) {

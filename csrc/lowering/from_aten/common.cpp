@@ -30,6 +30,8 @@ Value arg(Lower& L, const c10::IValue& v, DType dt) {
   return L.scalar(v.toScalar(), dt);
 }
 
+Value operand(Lower& L, const c10::IValue& v, DType dt) { return L.scalar_arg(v, dt); }
+
 ir::Shape broadcast_shapes(const char* op, const ir::Shape& a, const ir::Shape& b) {
   if (a == b) return a;
   size_t n = std::max(a.size(), b.size());

@@ -16,6 +16,10 @@ at::ScalarType result_type(const c10::IValue& a, const c10::IValue& b, const c10
 at::ScalarType float_type(at::ScalarType t);
 // A Tensor-or-Scalar argument as an IR value of dtype dt.
 Value arg(Lower& L, const c10::IValue& v, DType dt);
+// arg() for a lowering whose graph is the same for every value of the Scalar (or 0-dim CPU
+// tensor) `v`: the fast path then reuses one entry for all values (Lower::scalar_arg). `v`
+// must be the element of the op's args.
+Value operand(Lower& L, const c10::IValue& v, DType dt);
 // Broadcast shape of IR shapes (numpy rules); error names the op.
 ir::Shape broadcast_shapes(const char* op, const ir::Shape& a, const ir::Shape& b);
 // Broadcasts all values to their common shape in place.

@@ -1,6 +1,8 @@
 // Fast path: argument signatures, the per-op entry cache, and replay.
 #include "lowering/from_aten/fast_path.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <functional>
 
@@ -20,7 +22,14 @@ int64_t bits_of(double d) {
   return b;
 }
 
-bool add(const c10::IValue& v, std::vector<int64_t>& s) {
+// A Scalar argument's or 0-dim CPU tensor's value for the signature's tail.
+int64_t value_of(const at::Scalar& v) {
+  if (v.isFloatingPoint()) return bits_of(v.toDouble());
+  if (v.isBoolean()) return v.toBool();
+  return v.toLong();
+}
+
+bool add(const c10::IValue& v, bool scalar_arg, std::vector<int64_t>& s, std::vector<int64_t>& tail) {
   if (v.isTensor()) {
     const at::Tensor& t = v.toTensor();
     if (!t.defined()) {
@@ -40,10 +49,15 @@ bool add(const c10::IValue& v, std::vector<int64_t>& s) {
     if (t.is_cpu() && t.dim() == 0) {
       s.push_back(kCpuScalar);
       s.push_back(static_cast<int64_t>(t.scalar_type()));
-      s.push_back(bits_of(t.item().toDouble()));
+      tail.push_back(value_of(t.item()));
       return true;
     }
     return false;
+  }
+  if (scalar_arg && (v.isDouble() || v.isInt() || v.isBool())) {
+    s.push_back(v.isDouble() ? kDouble : v.isInt() ? kInt : kBool);
+    tail.push_back(value_of(v.toScalar()));
+    return true;
   }
   if (v.isDouble()) { s.push_back(kDouble); s.push_back(bits_of(v.toDouble())); return true; }
   if (v.isInt()) { s.push_back(kInt); s.push_back(v.toInt()); return true; }
@@ -75,14 +89,21 @@ bool add(const c10::IValue& v, std::vector<int64_t>& s) {
   return false;  // generators, tensor lists, ...
 }
 
+bool is_value_arg(const c10::IValue& v, bool scalar_arg) {
+  if (v.isTensor()) return v.toTensor().defined() && v.toTensor().is_cpu() && v.toTensor().dim() == 0;
+  return scalar_arg && (v.isDouble() || v.isInt() || v.isBool());
+}
+
 }  // namespace
 
-bool signature(Args args, std::vector<int64_t>* sig) {
+bool signature(Args args, const std::vector<bool>& scalar_args, std::vector<int64_t>* sig, size_t* main) {
+  thread_local std::vector<int64_t> tail;
+  tail.clear();
   sig->clear();
   sig->push_back(static_cast<int64_t>(matmul_precision()));
   sig->push_back(static_cast<int64_t>(at::typeMetaToScalarType(at::get_default_dtype())));
-  for (const c10::IValue& v : args)
-    if (!add(v, *sig)) return false;
+  for (size_t i = 0; i < args.size(); ++i)
+    if (!add(args[i], i < scalar_args.size() && scalar_args[i], *sig, tail)) return false;
   // Which arguments are one tensor: a graph recorded for `x * x` binds argument 0 twice and
   // must not replay for `y * x` (the same shapes, two tensors).
   for (size_t i = 1; i < args.size(); ++i) {
@@ -95,31 +116,66 @@ bool signature(Args args, std::vector<int64_t>* sig) {
         break;
       }
   }
+  *main = sig->size();
+  sig->insert(sig->end(), tail.begin(), tail.end());
   return true;
 }
 
-uint64_t hash_sig(const std::vector<int64_t>& sig) {
-  uint64_t h = 1469598103934665603ull;
-  for (int64_t x : sig) {
-    h ^= static_cast<uint64_t>(x) + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
-  }
+std::vector<int> value_args(Args args, const std::vector<bool>& scalar_args) {
+  std::vector<int> r;
+  for (size_t i = 0; i < args.size(); ++i)
+    if (is_value_arg(args[i], i < scalar_args.size() && scalar_args[i])) r.push_back(static_cast<int>(i));
+  return r;
+}
+
+namespace {
+std::atomic<int64_t> g_entries{0}, g_generic_entries{0};
+}  // namespace
+
+Counters counters() { return {g_entries.load(), g_generic_entries.load()}; }
+void count_entry(bool generic) { (generic ? g_generic_entries : g_entries).fetch_add(1, std::memory_order_relaxed); }
+
+uint64_t hash_sig(const int64_t* p, size_t n, uint64_t h) {
+  for (size_t i = 0; i < n; ++i) h ^= static_cast<uint64_t>(p[i]) + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
   return h;
 }
 
-std::shared_ptr<const Entry> Cache::find(const std::vector<int64_t>& sig, uint64_t h) {
+std::shared_ptr<const Entry> Cache::find(const int64_t* sig, size_t n, uint64_t h) {
   std::lock_guard<std::mutex> lk(mu_);
   auto it = map_.find(h);
   if (it == map_.end()) return nullptr;
   for (auto& [s, e] : it->second)
-    if (s == sig) return e;
+    if (s.size() == n && std::equal(s.begin(), s.end(), sig)) return e;
   return nullptr;
 }
 
 void Cache::insert(std::vector<int64_t> sig, uint64_t h, std::shared_ptr<const Entry> e) {
   std::lock_guard<std::mutex> lk(mu_);
+  if (count_ >= kMaxEntries) {
+    map_.clear();
+    count_ = 0;
+  }
   auto& v = map_[h];
-  if (v.size() < 8) v.push_back({std::move(sig), std::move(e)});
+  if (v.size() < 8) {
+    v.push_back({std::move(sig), std::move(e)});
+    ++count_;
+  }
 }
+
+size_t Cache::size() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return count_;
+}
+
+namespace {
+
+uint64_t bits_at_replay(const Entry::Src& s, Args args) {
+  if (s.value < 0) return s.bits;
+  const c10::IValue& v = args[s.value];
+  return scalar_bits(v.isTensor() ? v.toTensor().item() : v.toScalar(), s.dtype);
+}
+
+}  // namespace
 
 std::vector<at::Tensor> replay(const Entry& e, Args args, const char* name) {
   int dev = -1;
@@ -142,7 +198,8 @@ std::vector<at::Tensor> replay(const Entry& e, Args args, const char* name) {
   if (exec::mode() == exec::Mode::Fused) {
     exec::OpRecord r{name, e.graph.get(), {}, dsts};
     r.binds.reserve(e.srcs.size());
-    for (const Entry::Src& s : e.srcs) r.binds.push_back({s.arg >= 0 ? args[s.arg].toTensor() : at::Tensor(), s.bits, s.dtype});
+    for (const Entry::Src& s : e.srcs)
+      r.binds.push_back({s.arg >= 0 ? args[s.arg].toTensor() : at::Tensor(), bits_at_replay(s, args), s.dtype});
     exec::defer(dev, r);
     return dsts;
   }
@@ -150,7 +207,7 @@ std::vector<at::Tensor> replay(const Entry& e, Args args, const char* name) {
   exec::Launch l(name, exec::compiled(e.key, *e.graph));
   for (const Entry::Src& s : e.srcs) {
     if (s.arg >= 0) l.read(args[s.arg].toTensor(), s.dtype);
-    else l.scalar(s.bits, s.dtype);
+    else l.scalar(bits_at_replay(s, args), s.dtype);
   }
   for (size_t k = 0; k < dsts.size(); ++k) l.write(dsts[k], e.graph->dtype(e.graph->outputs()[k]));
   l.submit(dev);

@@ -1,7 +1,10 @@
 // The per-op fast path of the boxed kernels: the first call of an op with a given argument
-// signature (dtypes, shapes, contiguity, devices, scalar values, non-tensor arguments, precision) records
+// signature (dtypes, shapes, contiguity, devices, non-tensor arguments, precision) records
 // how its lowered graph binds the arguments; later calls with the same signature skip the
 // lowering, graph building and hashing and go straight to launch (or to the fused window).
+// The values of Scalar arguments and 0-dim CPU tensors are part of the signature unless the
+// lowering bound every one of them with Lower::scalar_arg: then one entry serves all values
+// (read from the arguments at replay). Each op's caches are bounded.
 #pragma once
 #include <ATen/ATen.h>
 
@@ -22,6 +25,7 @@ struct Entry {
     int arg = -1;        // >= 0: the tensor argument bound to this param
     uint64_t bits = 0;   // else: the scalar value (part of the signature)
     DType dtype;
+    int value = -1;      // >= 0: a scalar_arg operand: the value of that argument, not `bits`
   };
   std::vector<Src> srcs;
   std::vector<int> written;                                         // dst argument indices
@@ -29,20 +33,38 @@ struct Entry {
 };
 
 // Builds the signature of `args`; false when they cannot be cached (generators, lists of
-// tensors, non-tpu tensors other than 0-dim CPU scalars).
-bool signature(Args args, std::vector<int64_t>* sig);
+// tensors, non-tpu tensors other than 0-dim CPU scalars). The values of the arguments marked
+// in `scalar_args` (the schema's Scalar arguments) and of 0-dim CPU tensors come last: the
+// first `*main` entries are the signature without them.
+bool signature(Args args, const std::vector<bool>& scalar_args, std::vector<int64_t>* sig, size_t* main);
+// The arguments whose values signature() left out of the first `main` entries.
+std::vector<int> value_args(Args args, const std::vector<bool>& scalar_args);
 
+constexpr uint64_t kHashSeed = 1469598103934665603ull;
+uint64_t hash_sig(const int64_t* p, size_t n, uint64_t seed = kHashSeed);
+
+// Entries recorded so far, over all ops: per value, and for all values (scalar_arg).
+struct Counters {
+  int64_t entries = 0, generic_entries = 0;
+};
+Counters counters();
+void count_entry(bool generic);
+
+// Entries by signature, at most kMaxEntries (then it starts over: an op called with ever new
+// signatures re-records, it does not grow).
 class Cache {
  public:
-  std::shared_ptr<const Entry> find(const std::vector<int64_t>& sig, uint64_t h);
+  static constexpr size_t kMaxEntries = 256;
+  std::shared_ptr<const Entry> find(const int64_t* sig, size_t n, uint64_t h);
   void insert(std::vector<int64_t> sig, uint64_t h, std::shared_ptr<const Entry> e);
+  size_t size();
 
  private:
   std::mutex mu_;
+  size_t count_ = 0;
   std::unordered_map<uint64_t, std::vector<std::pair<std::vector<int64_t>, std::shared_ptr<const Entry>>>> map_;
 };
 
-uint64_t hash_sig(const std::vector<int64_t>& sig);
 // Runs `e` on `args`; returns the op's results (new tensors, or the written arguments).
 std::vector<at::Tensor> replay(const Entry& e, Args args, const char* name);
 

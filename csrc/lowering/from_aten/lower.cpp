@@ -5,10 +5,13 @@
 
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
+#include <c10/core/DeviceGuard.h>
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
+#include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <cstring>
 
 #include "base/error.h"
@@ -85,7 +88,7 @@ std::vector<int64_t> dims_arg(const c10::IValue& v, int64_t rank) {
   return dims;
 }
 
-static uint64_t scalar_bits(const at::Scalar& s, DType dt) {
+uint64_t scalar_bits(const at::Scalar& s, DType dt) {
   uint64_t bits = 0;
   auto put = [&](auto v) { std::memcpy(&bits, &v, sizeof v); };
   switch (dt) {
@@ -115,7 +118,7 @@ Value Lower::in(const at::Tensor& t) {
   }
   if (device_ < 0) device_ = t.device().index();
   TORCH_CHECK(t.device().index() == device_, "[", op_,
-              "] expected all tensors on one device; got tpu:", t.device().index(), " and tpu:",
+              "] expected all tensors on one device; got tpu:", int(t.device().index()), " and tpu:",
               device_);
   Value v = g.param(to_ir(t.scalar_type(), op_), shape_of(t));
   int src = -1;
@@ -132,7 +135,7 @@ Value Lower::in(const at::Tensor& t) {
 std::vector<Lower::BindInfo> Lower::bind_info() const {
   std::vector<BindInfo> r;
   r.reserve(binds_.size());
-  for (const Binding& b : binds_) r.push_back({b.src, b.bits, b.dtype});
+  for (const Binding& b : binds_) r.push_back({b.src, b.bits, b.dtype, b.value_arg});
   return r;
 }
 
@@ -159,6 +162,15 @@ Value Lower::scalar(const at::Scalar& s, DType dt) {
   Value v = g.param(dt, {});
   binds_.push_back({at::Tensor(), scalar_bits(s, dt), dt});
   return v;
+}
+
+Value Lower::scalar_arg(const c10::IValue& v, DType dt) {
+  if (v.isTensor() && v.toTensor().is_privateuseone()) return in(v.toTensor(), dt);
+  Value r = v.isTensor() ? in(v.toTensor(), dt) : scalar(v.toScalar(), dt);
+  if (args_)
+    for (size_t j = 0; j < args_->size(); ++j)
+      if (&(*args_)[j] == &v) binds_.back().value_arg = static_cast<int>(j);
+  return r;
 }
 
 void Lower::launch(const std::vector<at::Tensor>& dsts) {
@@ -196,6 +208,8 @@ void Lower::launch_checked(std::vector<at::Tensor> dsts) {
   std::vector<Value> outs = g.outputs();
   std::vector<at::Tensor> flags;
   std::vector<std::string> messages;
+  int dev = device_ >= 0 ? device_ : (dsts.empty() ? device::current_device() : dsts[0].device().index());
+  c10::DeviceGuard guard(c10::Device(c10::kPrivateUse1, dev));
   for (auto& [flag, msg] : checks_) {
     outs.push_back(g.convert(flag, DType::Bool));
     flags.push_back(at::detail::empty_generic({}, device::allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
@@ -207,7 +221,6 @@ void Lower::launch_checked(std::vector<at::Tensor> dsts) {
   g.set_outputs(outs);
   dsts.insert(dsts.end(), flags.begin(), flags.end());
   launch(dsts);
-  int dev = flags[0].device().index();
   if (exec::mode() == exec::Mode::Fused) {  // the window tests the flags after its flush
     exec::defer_checks(dev, std::move(flags), std::move(messages));
     return;
@@ -220,13 +233,11 @@ std::vector<at::Tensor> Lower::run(const std::vector<Value>& outs) {
   std::vector<at::Tensor> res;
   res.reserve(outs.size());
   int dev = device_ >= 0 ? device_ : device::current_device();
-  for (Value v : outs) {
-    auto opts = at::TensorOptions().dtype(to_aten(g.dtype(v))).device(c10::Device(c10::kPrivateUse1, dev));
+  c10::DeviceGuard guard(c10::Device(c10::kPrivateUse1, dev));  // results live on the inputs' device
+  for (Value v : outs)
     res.push_back(at::detail::empty_generic(g.shape(v), device::allocator(),
                                             c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                             to_aten(g.dtype(v)), std::nullopt));
-    (void)opts;
-  }
   g.set_outputs(outs);
   launch_checked(res);
   return res;
@@ -255,17 +266,32 @@ struct BoxedLowering final : c10::OperatorKernel {
     const auto& schema = op.schema();
     const size_t n = schema.arguments().size();
     auto args = torch::jit::last(*stack, n);
-    std::vector<int64_t> sig;
-    bool cacheable = fast::signature(args, &sig);
-    uint64_t h = cacheable ? fast::hash_sig(sig) : 0;
+    std::call_once(scalar_args_once_, [&] {
+      for (const auto& a : schema.arguments()) {
+        c10::TypePtr t = a.type();
+        if (auto o = t->cast<c10::OptionalType>()) t = o->getElementType();
+        scalar_args_.push_back(t->kind() == c10::TypeKind::NumberType);
+      }
+    });
+    thread_local std::vector<int64_t> sig;
+    size_t main = 0;
+    bool cacheable = fast::signature(args, scalar_args_, &sig, &main);
+    uint64_t hm = 0, h = 0;
     std::vector<at::Tensor> results;
     if (cacheable) {
-      if (auto e = cache_.find(sig, h)) {
+      hm = fast::hash_sig(sig.data(), main);
+      h = fast::hash_sig(sig.data() + main, sig.size() - main, hm);
+      std::shared_ptr<const fast::Entry> e;
+      if (main < sig.size()) e = generic_.find(sig.data(), main, hm);
+      if (!e) e = cache_.find(sig.data(), sig.size(), h);
+      if (e) {
         results = fast::replay(*e, args, name_.c_str());
         finish(schema, stack, n, results);
         return;
       }
     }
+    // The lowering may dispatch other ops on this thread (reusing `sig`): keep a copy.
+    std::vector<int64_t> saved = cacheable ? sig : std::vector<int64_t>();
     std::vector<int> written;
     for (size_t i = 0; i < n; ++i) {
       const auto* ai = schema.arguments()[i].alias_info();
@@ -300,22 +326,37 @@ struct BoxedLowering final : c10::OperatorKernel {
     } catch (const torch_tpu::Error& e) {
       TORCH_CHECK(false, "[", name_, "] ", e.what());
     }
-    if (cacheable && !resized && L.cacheable()) remember(std::move(sig), h, L, written, results);
+    if (cacheable && !resized && L.cacheable()) remember(args, saved, main, hm, h, L, written, results);
     finish(schema, stack, n, results);
   }
 
-  // Records how this call's graph binds its arguments, for fast::replay.
-  void remember(std::vector<int64_t> sig, uint64_t h, const Lower& L, const std::vector<int>& written,
+  // Records how this call's graph binds its arguments, for fast::replay: for all values of
+  // the Scalar arguments when the lowering bound each with scalar_arg, else for these values.
+  void remember(Args args, const std::vector<int64_t>& sig, size_t main, uint64_t hm, uint64_t h, const Lower& L, const std::vector<int>& written,
                 const std::vector<at::Tensor>& results) {
     auto e = std::make_shared<fast::Entry>();
     auto g = std::make_shared<ir::Graph>(L.g);
     e->key = g->hash();
     e->graph = std::move(g);
-    for (const auto& b : L.bind_info()) e->srcs.push_back({b.arg, b.bits, b.dtype});
+    std::vector<int> bound;
+    for (const auto& b : L.bind_info()) {
+      e->srcs.push_back({b.arg, b.bits, b.dtype, b.value_arg});
+      if (b.value_arg >= 0) bound.push_back(b.value_arg);
+    }
     e->written = written;
     if (written.empty())
       for (const at::Tensor& r : results) e->outs.push_back({r.scalar_type(), r.sizes().vec()});
-    cache_.insert(std::move(sig), h, std::move(e));
+    bool generic = main < sig.size();
+    if (generic)
+      for (int a : fast::value_args(args, scalar_args_))
+        generic &= std::find(bound.begin(), bound.end(), a) != bound.end();
+    fast::count_entry(generic);
+    if (generic) {
+      generic_.insert(std::vector<int64_t>(sig.begin(), sig.begin() + main), hm, std::move(e));
+      return;
+    }
+    for (auto& src : e->srcs) src.value = -1;  // these values only: `bits` holds them
+    cache_.insert(sig, h, std::move(e));
   }
 
   static void finish(const c10::FunctionSchema& schema, torch::jit::Stack* stack, size_t n,
@@ -327,7 +368,10 @@ struct BoxedLowering final : c10::OperatorKernel {
 
   std::string name_;
   LowerFn fn_;
-  fast::Cache cache_;
+  std::once_flag scalar_args_once_;
+  std::vector<bool> scalar_args_;  // per schema argument: a Scalar (or Scalar?)
+  fast::Cache cache_;    // by the whole signature
+  fast::Cache generic_;  // by the signature without scalar values (scalar_arg lowerings)
 };
 
 }  // namespace

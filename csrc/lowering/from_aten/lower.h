@@ -46,6 +46,13 @@ class Lower {
   // A scalar argument as a 0-d parameter of dtype `dt` (value passed at run time, so
   // graphs are reused across values).
   Value scalar(const at::Scalar& s, DType dt);
+  // One of the op's own arguments `v` (a Scalar, or a 0-dim CPU tensor; `v` must be the
+  // element of the args, not a copy) as a run-time operand, declaring that the graph is the
+  // same for every value of it: the fast path then serves all values with one entry instead
+  // of one per value (optimizer and scheduler scalars change every step). Use it only when
+  // the lowering neither branches on nor checks the value (else: scalar()). A tpu tensor `v`
+  // is bound as in().
+  Value scalar_arg(const c10::IValue& v, DType dt);
   // A literal 0-d constant (part of the graph).
   Value cst(double v, DType dt) { return g.constant(v, dt); }
   // Constant broadcast to the shape of `like`.
@@ -72,6 +79,7 @@ class Lower {
     int arg;
     uint64_t bits;
     DType dtype;
+    int value_arg;  // >= 0: a scalar_arg operand, its value read from that argument
   };
   std::vector<BindInfo> bind_info() const;
 
@@ -83,6 +91,7 @@ class Lower {
     int src = -1;        // argument index of a tensor param (fast path), -1 for scalars
     uint64_t rng_n = 0;  // rng state param: Philox counters reserved (a captured graph re-reserves)
     std::optional<at::Generator> gen;
+    int value_arg = -1;  // argument index of a scalar_arg operand
   };
   void launch(const std::vector<at::Tensor>& dsts);
   // launch() plus the check flags (Lower::check) as extra outputs and a command testing them.
@@ -106,6 +115,9 @@ struct OpEntry {
   LowerFn fn;
 };
 void register_ops(torch::Library& m, std::initializer_list<OpEntry> ops);
+
+// The bits of `s` in a 0-d parameter of dtype `dt` (the launch's scalar operand).
+uint64_t scalar_bits(const at::Scalar& s, DType dt);
 
 // Helpers shared by the families.
 std::vector<int64_t> dims_arg(const c10::IValue& v, int64_t rank);  // int[]? dims, wrapped

@@ -7,6 +7,7 @@
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/unfold_native.h>
 #include <ATen/ops/view_native.h>
+#include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/TorchDispatchModeTLS.h>
 
 #include <cstring>
@@ -43,7 +44,8 @@ void maybe_grow_storage(const at::Tensor& self, size_t needed) {
   c10::StorageImpl* st = self.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl();
   if (needed <= st->nbytes()) return;
   // The copy of the old contents is queued after the pending commands that may still write
-  // them (stream order); no sync.
+  // them (stream order); no sync. The new memory is on the tensor's device.
+  c10::DeviceGuard guard(self.device());
   at::DataPtr fresh = device::allocator()->allocate(needed);
   if (st->nbytes() && st->data()) device::copy_bytes(self.device().index(), fresh.get(), st->data(), st->nbytes());
   st->set_data_ptr_noswap(std::move(fresh));

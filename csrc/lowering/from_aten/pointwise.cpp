@@ -26,23 +26,23 @@ std::vector<Value> add_sub(Lower& L, Args a, bool sub) {
     if (a.size() > 2 && a[2].isScalar() && !a[2].toScalar().toBool()) y = L.g.constant(0, DType::Bool, L.g.shape(y));
     return one(bin(L, OpCode::Or, x, y));
   }
-  Value x = arg(L, a[0], p.math), y = arg(L, a[1], p.math);
-  if (a.size() > 2 && a[2].isScalar() && !(a[2].toScalar().equal(1)))
-    y = bin(L, OpCode::Mul, y, L.scalar(a[2].toScalar(), p.math));
+  Value x = operand(L, a[0], p.math), y = operand(L, a[1], p.math);
+  if (a.size() > 2 && a[2].isScalar() && !(a[2].toScalar().equal(1)))  // x + y * 1 == x + y
+    y = bin(L, OpCode::Mul, y, L.scalar_arg(a[2], p.math));
   return one(L.g.convert(bin(L, sub ? OpCode::Sub : OpCode::Add, x, y), p.out));
 }
 
 std::vector<Value> rsub(Lower& L, Args a) {
   Promoted p = promote(L, a[0], a[1]);
-  Value x = arg(L, a[0], p.math), y = arg(L, a[1], p.math);
-  if (a.size() > 2 && !(a[2].toScalar().equal(1))) x = bin(L, OpCode::Mul, x, L.scalar(a[2].toScalar(), p.math));
+  Value x = operand(L, a[0], p.math), y = operand(L, a[1], p.math);
+  if (a.size() > 2 && !(a[2].toScalar().equal(1))) x = bin(L, OpCode::Mul, x, L.scalar_arg(a[2], p.math));
   return one(L.g.convert(bin(L, OpCode::Sub, y, x), p.out));
 }
 
 std::vector<Value> mul(Lower& L, Args a) {
   Promoted p = promote(L, a[0], a[1]);
   OpCode op = p.out == DType::Bool ? OpCode::And : OpCode::Mul;
-  return one(L.g.convert(bin(L, op, arg(L, a[0], p.math), arg(L, a[1], p.math)), p.out));
+  return one(L.g.convert(bin(L, op, operand(L, a[0], p.math), operand(L, a[1], p.math)), p.out));
 }
 
 Value floor_div(Lower& L, Value x, Value y) {
@@ -77,7 +77,7 @@ std::vector<Value> div(Lower& L, Args a) {
   std::optional<std::string> mode;
   if (a.size() > 2 && a[2].isString()) mode = a[2].toStringRef();
   Promoted p = promote(L, a[0], a[1], /*to_float=*/!mode);
-  Value x = arg(L, a[0], p.math), y = arg(L, a[1], p.math);
+  Value x = operand(L, a[0], p.math), y = operand(L, a[1], p.math);
   Value r;
   if (!mode) {
     r = bin(L, OpCode::Div, x, y);
@@ -164,9 +164,9 @@ std::vector<Value> clamp(Lower& L, const c10::IValue& self, const c10::IValue& l
   if (!lo.isNone() && !hi.isNone()) rt = result_type(self, lo, hi);
   else rt = result_type(self, lo.isNone() ? hi : lo);
   DType dt = to_ir(rt, L.op());
-  Value x = arg(L, self, dt);
-  if (!lo.isNone()) x = bin(L, OpCode::Max, x, arg(L, lo, dt));
-  if (!hi.isNone()) x = bin(L, OpCode::Min, x, arg(L, hi, dt));
+  Value x = operand(L, self, dt);
+  if (!lo.isNone()) x = bin(L, OpCode::Max, x, operand(L, lo, dt));
+  if (!hi.isNone()) x = bin(L, OpCode::Min, x, operand(L, hi, dt));
   return one(x);
 }
 

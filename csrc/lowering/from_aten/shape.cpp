@@ -73,15 +73,10 @@ std::vector<Value> masked_fill(Lower& L, Args a) {
   TORCH_CHECK(mask.scalar_type() == at::kBool, "[", L.op(), "] masked_fill_ only supports boolean masks, but got mask with dtype ",
               mask.scalar_type());
   DType dt = to_ir(self.scalar_type(), L.op());
-  Value v;
-  if (a[2].isTensor()) {
-    const at::Tensor& vt = a[2].toTensor();
-    TORCH_CHECK(vt.dim() == 0, "[", L.op(), "] only supports a 0-dimensional value tensor, but got tensor with ",
-                vt.dim(), " dimension(s).");
-    v = L.in(vt, dt);
-  } else {
-    v = L.scalar(a[2].toScalar(), dt);
-  }
+  if (a[2].isTensor())
+    TORCH_CHECK(a[2].toTensor().dim() == 0, "[", L.op(), "] only supports a 0-dimensional value tensor, but got tensor with ",
+                a[2].toTensor().dim(), " dimension(s).");
+  Value v = L.scalar_arg(a[2], dt);
   return one(where(L, L.in(mask), v, L.in(self)));
 }
 

@@ -212,14 +212,14 @@ std::vector<Value> lerp(Lower& L, Args a) {
 std::vector<Value> addcmuldiv(Lower& L, Args a, OpCode op) {
   DType dt = to_ir(result_type(a[0], a[1], a[2]), L.op()), ct = opmath(dt);
   Value s = L.in(a[0].toTensor(), ct), t1 = L.in(a[1].toTensor(), ct), t2 = L.in(a[2].toTensor(), ct);
-  Value v = L.scalar(a[3].toScalar(), ct);
+  Value v = L.scalar_arg(a[3], ct);
   return one(L.g.convert(bin(L, OpCode::Add, s, bin(L, OpCode::Mul, v, bin(L, op, t1, t2))), dt));
 }
 
 std::vector<Value> fill(Lower& L, Args a) {
   const at::Tensor& self = a[0].toTensor();
   DType dt = to_ir(self.scalar_type(), L.op());
-  Value v = a[1].isTensor() ? L.in(a[1].toTensor(), dt) : L.scalar(a[1].toScalar(), dt);
+  Value v = L.scalar_arg(a[1], dt);
   if (a[1].isTensor())
     TORCH_CHECK(a[1].toTensor().dim() == 0, "[", L.op(), "] fill_ only supports 0-dimension value tensor; got ", a[1].toTensor().dim(), " dims");
   return one(L.bcast(v, shape_of(self)));
