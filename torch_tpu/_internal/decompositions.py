@@ -186,6 +186,25 @@ def _fixes():
         # the same (grad_v, grad_g) for the dims _weight_norm uses (first or last).
         return torch.ops.aten._weight_norm_differentiable_backward(grad_w, saved_v, saved_g, saved_norms, dim)
 
+    def amp_non_finite_check_and_unscale_(tensors, found_inf, inv_scale):
+        # GradScaler.unscale_: found_inf = 1 when any value is inf/nan; every tensor *= inv_scale.
+        # On the device, no sync (as CUDA's kernel).
+        for t in tensors:
+            bad = (~torch.isfinite(t)).any().to(found_inf.dtype).reshape(found_inf.shape)
+            found_inf.copy_(torch.maximum(found_inf, bad))
+            t.mul_(inv_scale.to(t.dtype) if t.dtype != inv_scale.dtype else inv_scale)
+
+    def amp_update_scale_(scale, growth_tracker, found_inf, growth_factor, backoff_factor, growth_interval):
+        # CUDA's rule: an inf/nan backs the scale off and resets the tracker; else the tracker
+        # counts up and, on reaching growth_interval, the scale grows and the tracker resets.
+        inf = found_inf > 0
+        counted = growth_tracker + 1
+        grow = (~inf) & (counted >= growth_interval)
+        new_scale = torch.where(inf, scale * backoff_factor, torch.where(grow, scale * growth_factor, scale))
+        scale.copy_(new_scale)
+        growth_tracker.copy_(torch.where(inf | grow, torch.zeros_like(growth_tracker), counted))
+        return scale
+
     aten = torch.ops.aten
     from torch._decomp import decomposition_table as table
 
@@ -244,4 +263,6 @@ def _fixes():
             aten.native_group_norm.default: group_norm, aten.geometric.default: geometric,
             aten.geometric_.default: geometric_, aten._efficientzerotensor.default: efficient_zero_tensor,
             aten.embedding_renorm_.default: embedding_renorm_,
-            aten._weight_norm_interface_backward.default: weight_norm_interface_backward}
+            aten._weight_norm_interface_backward.default: weight_norm_interface_backward,
+            aten._amp_foreach_non_finite_check_and_unscale_.default: amp_non_finite_check_and_unscale_,
+            aten._amp_update_scale_.default: amp_update_scale_}
