@@ -1,0 +1,277 @@
+"""The c10d backend "tpu_dist": every collective stages its tpu tensors on the host (see
+staging.py), runs on an inner gloo ProcessGroup (PyTorch's own transport: no networking of
+ours), and writes the results back into the tpu tensors in stream order (see work.py).
+
+Gloo lacks ReduceOp.AVG and PREMUL_SUM: they run as SUM with a division after / a scaling
+before, on the host copies. CPU tensors (a group made with init_process_group("tpu_dist")
+serves both devices) go to gloo untouched."""
+import datetime
+
+import torch
+from torch._C import _distributed_c10d as _c10d
+
+from torch_tpu.distributed.staging import Staging, download, is_tpu
+from torch_tpu.distributed.work import CollectiveError, StagedWork, describe
+
+NAME = "tpu_dist"
+_RED = _c10d.ReduceOp.RedOpType
+_GLOO_OPS = {_RED.SUM, _RED.PRODUCT, _RED.MIN, _RED.MAX, _RED.BAND, _RED.BOR, _RED.BXOR}
+
+
+def _red_type(op):
+    return op.op if isinstance(op, _c10d.ReduceOp) else op
+
+
+def _premul_factor(op) -> float:
+    f = op.factor
+    if isinstance(f, torch.Tensor):
+        f = f.item()
+    return f
+
+
+def _sum_opts(cls, opts):
+    new = cls()
+    new.reduceOp = _c10d.ReduceOp.SUM
+    new.timeout = opts.timeout
+    for attr in ("rootRank", "rootTensor"):
+        if hasattr(opts, attr):
+            setattr(new, attr, getattr(opts, attr))
+    return new
+
+
+class TpuDistBackend(_c10d.Backend):
+    """A c10d Backend for device "tpu" (and "cpu"), created by init_process_group / new_group
+    through the creator registered in torch_tpu.distributed. Thread safety: as gloo's (calls
+    on one group are issued in the same order on every rank)."""
+
+    def __init__(self, store, rank: int, size: int, timeout: datetime.timedelta):
+        super().__init__(rank, size)
+        self._gloo = _c10d.ProcessGroupGloo(_c10d.PrefixStore("gloo/", store), rank, size, timeout)
+        self._timeout = timeout
+
+    def getBackendName(self) -> str:  # noqa: N802  (c10d's name)
+        return NAME
+
+    @property
+    def gloo(self):
+        """The inner gloo backend (bytes move through it)."""
+        return self._gloo
+
+    # --- plumbing ------------------------------------------------------------------------
+    def _launch(self, name, staging, start, result, post=None, sync_first=False) -> StagedWork:
+        what = describe(self, name)
+        try:
+            if sync_first:
+                torch.tpu.synchronize()
+            inner = start()
+        except Exception as e:  # noqa: BLE001
+            staging.drop()
+            raise CollectiveError(f"{what} failed: {e}") from e
+        return StagedWork(what, inner, staging, result, post)
+
+    def _reduction(self, name, op, hosts, owned):
+        """(gloo ReduceOp, post) for `op` over host tensors `hosts` (the inputs for a
+        PREMUL_SUM's scaling; `owned[i]`: hosts[i] may be scaled in place)."""
+        kind = _red_type(op)
+        if kind in _GLOO_OPS:
+            return op, None
+        if kind == _RED.AVG:
+            return _c10d.ReduceOp.SUM, "avg"
+        if kind == _RED.PREMUL_SUM:
+            factor = _premul_factor(op)
+            for i, h in enumerate(hosts):
+                if owned[i]:
+                    h.mul_(factor)
+                else:
+                    hosts[i] = h * factor
+            return _c10d.ReduceOp.SUM, None
+        raise CollectiveError(f"{describe(self, name)}: unsupported ReduceOp {kind}")
+
+    def _averager(self, outs):
+        n = self.size()
+        for o in outs:
+            if not (o.is_floating_point() or o.is_complex()):
+                raise CollectiveError(f"[tpu_dist] ReduceOp.AVG needs a floating dtype; got {o.dtype}")
+
+        def post():
+            for o in outs:
+                o.div_(n)
+        return post
+
+    # --- all_reduce ------------------------------------------------------------------------
+    def allreduce(self, tensors, opts=None):
+        opts = opts or _c10d.AllreduceOptions()
+        st = Staging()
+        hosts = [st.inout(t) for t in tensors]
+        op, post = self._reduction("all_reduce", opts.reduceOp, hosts, [True] * len(hosts))
+        post = self._averager(hosts) if post == "avg" else None
+        o = _sum_opts(_c10d.AllreduceOptions, opts) if op is not opts.reduceOp else opts
+        return self._launch("all_reduce", st, lambda: self._gloo.allreduce(hosts, o), tensors, post)
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        opts = opts or _c10d.AllreduceCoalescedOptions()
+        o = _c10d.AllreduceOptions()
+        o.reduceOp, o.timeout = opts.reduceOp, opts.timeout
+        flat = torch.cat([t.reshape(-1) for t in tensors]) if tensors else None
+        w = self.allreduce([flat], o)
+        w.wait()
+        with torch.no_grad():
+            off = 0
+            for t in tensors:
+                t.copy_(flat[off:off + t.numel()].view(t.shape))
+                off += t.numel()
+        return StagedWork(describe(self, "all_reduce_coalesced"), None, Staging(), tensors)
+
+    # --- broadcast / reduce ----------------------------------------------------------------
+    def broadcast(self, tensors, opts=None):
+        opts = opts or _c10d.BroadcastOptions()
+        st = Staging()
+        root = opts.rootRank == self.rank()
+        hosts = [st.read(t) if root else st.write(t) for t in tensors]
+        return self._launch("broadcast", st, lambda: self._gloo.broadcast(hosts, opts), tensors)
+
+    def reduce(self, tensors, opts=None):
+        opts = opts or _c10d.ReduceOptions()
+        st = Staging()
+        root = opts.rootRank == self.rank()
+        # gloo may scribble on a non-root's buffer: stage a copy and write back only on the root
+        hosts = [st.inout(t) if root else (download(t) if is_tpu(t) else t.clone()) for t in tensors]
+        op, post = self._reduction("reduce", opts.reduceOp, hosts, [True] * len(hosts))
+        post = self._averager(hosts) if (post == "avg" and root) else None
+        o = _sum_opts(_c10d.ReduceOptions, opts) if op is not opts.reduceOp else opts
+        return self._launch("reduce", st, lambda: self._gloo.reduce(hosts, o), tensors, post)
+
+    # --- all_gather -------------------------------------------------------------------------
+    def allgather(self, output_tensors, input_tensors, opts=None):
+        opts = opts or _c10d.AllgatherOptions()
+        st = Staging()
+        ins = [st.read(t) for t in input_tensors]
+        outs = [[st.write(t) for t in group] for group in output_tensors]
+        return self._launch("all_gather", st, lambda: self._gloo.allgather(outs, ins, opts), output_tensors)
+
+    def all_gather_single(self, output, input, opts=None):
+        opts = opts or _c10d.AllgatherOptions()
+        st = Staging()
+        hin, hout = st.read(input), st.write(output)
+        return self._launch("all_gather_into_tensor", st,
+                            lambda: self._gloo._allgather_base(hout, hin, opts), [output])
+
+    _allgather_base = all_gather_single
+
+    def all_gather_single_coalesced(self, outputs, inputs, opts=None):
+        opts = opts or _c10d.AllgatherOptions()
+        for o, i in zip(outputs, inputs):
+            self.all_gather_single(o, i, opts).wait()
+        return StagedWork(describe(self, "all_gather_into_tensor_coalesced"), None, Staging(), outputs)
+
+    allgather_into_tensor_coalesced = all_gather_single_coalesced
+
+    def allgather_coalesced(self, output_lists, input_list, opts=None):
+        opts = opts or _c10d.AllgatherOptions()
+        for outs, i in zip(output_lists, input_list):
+            self.allgather([outs], [i], opts).wait()
+        return StagedWork(describe(self, "all_gather_coalesced"), None, Staging(), output_lists)
+
+    # --- reduce_scatter ---------------------------------------------------------------------
+    def reduce_scatter(self, output_tensors, input_tensors, opts=None):
+        """Each rank's output i = reduction over ranks of input_tensors[i][rank] (gloo's own
+        reduce_scatter)."""
+        opts = opts or _c10d.ReduceScatterOptions()
+        st = Staging()
+        outs = [st.write(t) for t in output_tensors]
+        ins = [[download(t) if is_tpu(t) else t for t in group] for group in input_tensors]
+        flat = [h for group in ins for h in group]
+        owned = [is_tpu(t) for group in input_tensors for t in group]
+        op, post = self._reduction("reduce_scatter", opts.reduceOp, flat, owned)
+        it = iter(flat)
+        ins = [[next(it) for _ in group] for group in ins]
+        post = self._averager(outs) if post == "avg" else None
+        o = _sum_opts(_c10d.ReduceScatterOptions, opts) if op is not opts.reduceOp else opts
+        return self._launch("reduce_scatter", st, lambda: self._gloo.reduce_scatter(outs, ins, o),
+                            output_tensors, post)
+
+    def reduce_scatter_single(self, output, input, opts=None):
+        opts = opts or _c10d.ReduceScatterOptions()
+        st = Staging()
+        hout = st.write(output)
+        hosts = [download(input) if is_tpu(input) else input]
+        op, post = self._reduction("reduce_scatter_tensor", opts.reduceOp, hosts, [is_tpu(input)])
+        post = self._averager([hout]) if post == "avg" else None
+        o = _sum_opts(_c10d.ReduceScatterOptions, opts) if op is not opts.reduceOp else opts
+        return self._launch("reduce_scatter_tensor", st,
+                            lambda: self._gloo._reduce_scatter_base(hout, hosts[0], o), [output], post)
+
+    _reduce_scatter_base = reduce_scatter_single
+
+    def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
+        opts = opts or _c10d.ReduceScatterOptions()
+        for o, i in zip(outputs, inputs):
+            self.reduce_scatter_single(o, i, opts).wait()
+        return StagedWork(describe(self, "reduce_scatter_tensor_coalesced"), None, Staging(), outputs)
+
+    reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
+
+    # --- all_to_all -------------------------------------------------------------------------
+    def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        opts = opts or _c10d.AllToAllOptions()
+        st = Staging()
+        hin, hout = st.read(input), st.write(output)
+        return self._launch("all_to_all_single", st, lambda: self._gloo.alltoall_base(
+            hout, hin, list(output_split_sizes), list(input_split_sizes), opts), [output])
+
+    alltoall_base = all_to_all_single
+
+    def alltoall(self, output_tensors, input_tensors, opts=None):
+        """List form, as one all_to_all_single over the flattened tensors (gloo has no list
+        form)."""
+        opts = opts or _c10d.AllToAllOptions()
+        dev = input_tensors[0].device
+        flat_in = torch.cat([t.reshape(-1) for t in input_tensors])
+        flat_out = torch.empty(sum(t.numel() for t in output_tensors), dtype=flat_in.dtype, device=dev)
+        self.all_to_all_single(flat_out, flat_in, [t.numel() for t in output_tensors],
+                               [t.numel() for t in input_tensors], opts).wait()
+        with torch.no_grad():
+            off = 0
+            for t in output_tensors:
+                t.copy_(flat_out[off:off + t.numel()].view(t.shape))
+                off += t.numel()
+        return StagedWork(describe(self, "all_to_all"), None, Staging(), output_tensors)
+
+    # --- gather / scatter -------------------------------------------------------------------
+    def gather(self, output_tensors, input_tensors, opts=None):
+        opts = opts or _c10d.GatherOptions()
+        st = Staging()
+        ins = [st.read(t) for t in input_tensors]
+        outs = [[st.write(t) for t in group] for group in output_tensors]
+        return self._launch("gather", st, lambda: self._gloo.gather(outs, ins, opts), output_tensors)
+
+    def scatter(self, output_tensors, input_tensors, opts=None):
+        opts = opts or _c10d.ScatterOptions()
+        st = Staging()
+        outs = [st.write(t) for t in output_tensors]
+        ins = [[st.read(t) for t in group] for group in input_tensors]
+        return self._launch("scatter", st, lambda: self._gloo.scatter(outs, ins, opts), output_tensors)
+
+    # --- barrier / point to point -----------------------------------------------------------
+    def barrier(self, opts=None):
+        """Waits for this rank's queued tpu work, then for every rank."""
+        opts = opts or _c10d.BarrierOptions()
+        o = _c10d.BarrierOptions()
+        o.timeout = opts.timeout
+        return self._launch("barrier", Staging(), lambda: self._gloo.barrier(o), [], sync_first=True)
+
+    def send(self, tensors, dst_rank, tag):
+        hosts = [download(t) if is_tpu(t) else t for t in tensors]
+        return self._launch(f"send to rank {dst_rank}", Staging(),
+                            lambda: self._gloo.send(hosts, dst_rank, tag), tensors)
+
+    def recv(self, tensors, src_rank, tag):
+        st = Staging()
+        hosts = [st.write(t) for t in tensors]
+        return self._launch(f"recv from rank {src_rank}", st,
+                            lambda: self._gloo.recv(hosts, src_rank, tag), tensors)
+
+    def recv_anysource(self, tensors, tag):
+        st = Staging()
+        hosts = [st.write(t) for t in tensors]
+        return self._launch("recv from any source", st, lambda: self._gloo.recv_anysource(hosts, tag), tensors)
