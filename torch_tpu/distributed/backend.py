@@ -3,14 +3,18 @@ staging.py), runs on an inner gloo ProcessGroup (PyTorch's own transport: no net
 ours), and writes the results back into the tpu tensors in stream order (see work.py).
 
 Gloo lacks ReduceOp.AVG and PREMUL_SUM: they run as SUM with a division after / a scaling
-before, on the host copies. CPU tensors (a group made with init_process_group("tpu_dist")
+before, on the host copies; it lacks bf16/f16 too: reductions run in float32 on the host,
+other collectives move their bits as int16. Before each collective the ranks check they agree
+on it (checks.py). CPU tensors (a group made with init_process_group("tpu_dist")
 serves both devices) go to gloo untouched."""
 import datetime
 
 import torch
 from torch._C import _distributed_c10d as _c10d
 
-from torch_tpu.distributed.staging import Staging, download, is_tpu
+from torch_tpu.distributed import checks
+from torch_tpu.distributed.checks import describe_tensors as _desc
+from torch_tpu.distributed.staging import Staging, download, is_tpu, reduce_dtype, wire
 from torch_tpu.distributed.work import CollectiveError, StagedWork, describe
 
 NAME = "tpu_dist"
@@ -101,8 +105,9 @@ class TpuDistBackend(_c10d.Backend):
     # --- all_reduce ------------------------------------------------------------------------
     def allreduce(self, tensors, opts=None):
         opts = opts or _c10d.AllreduceOptions()
+        checks.agree(self, "all_reduce", _desc(tensors), [int(_red_type(opts.reduceOp))])
         st = Staging()
-        hosts = [st.inout(t) for t in tensors]
+        hosts = [st.inout(t, reduce_dtype(t.dtype)) for t in tensors]
         op, post = self._reduction("all_reduce", opts.reduceOp, hosts, [True] * len(hosts))
         post = self._averager(hosts) if post == "avg" else None
         o = _sum_opts(_c10d.AllreduceOptions, opts) if op is not opts.reduceOp else opts
@@ -125,17 +130,20 @@ class TpuDistBackend(_c10d.Backend):
     # --- broadcast / reduce ----------------------------------------------------------------
     def broadcast(self, tensors, opts=None):
         opts = opts or _c10d.BroadcastOptions()
+        checks.agree(self, "broadcast", _desc(tensors), [opts.rootRank])
         st = Staging()
         root = opts.rootRank == self.rank()
-        hosts = [st.read(t) if root else st.write(t) for t in tensors]
+        hosts = [wire(st.read(t) if root else st.write(t)) for t in tensors]
         return self._launch("broadcast", st, lambda: self._gloo.broadcast(hosts, opts), tensors)
 
     def reduce(self, tensors, opts=None):
         opts = opts or _c10d.ReduceOptions()
+        checks.agree(self, "reduce", _desc(tensors), [opts.rootRank, int(_red_type(opts.reduceOp))])
         st = Staging()
         root = opts.rootRank == self.rank()
         # gloo may scribble on a non-root's buffer: stage a copy and write back only on the root
-        hosts = [st.inout(t) if root else (download(t) if is_tpu(t) else t.clone()) for t in tensors]
+        hosts = [st.inout(t, reduce_dtype(t.dtype)) if root else download(t, reduce_dtype(t.dtype))
+                 for t in tensors]
         op, post = self._reduction("reduce", opts.reduceOp, hosts, [True] * len(hosts))
         post = self._averager(hosts) if (post == "avg" and root) else None
         o = _sum_opts(_c10d.ReduceOptions, opts) if op is not opts.reduceOp else opts
@@ -144,15 +152,18 @@ class TpuDistBackend(_c10d.Backend):
     # --- all_gather -------------------------------------------------------------------------
     def allgather(self, output_tensors, input_tensors, opts=None):
         opts = opts or _c10d.AllgatherOptions()
+        checks.agree(self, "all_gather", _desc(input_tensors) + " -> " +
+                     "; ".join(_desc(g) for g in output_tensors))
         st = Staging()
-        ins = [st.read(t) for t in input_tensors]
-        outs = [[st.write(t) for t in group] for group in output_tensors]
+        ins = [wire(st.read(t)) for t in input_tensors]
+        outs = [[wire(st.write(t)) for t in group] for group in output_tensors]
         return self._launch("all_gather", st, lambda: self._gloo.allgather(outs, ins, opts), output_tensors)
 
     def all_gather_single(self, output, input, opts=None):
         opts = opts or _c10d.AllgatherOptions()
+        checks.agree(self, "all_gather_into_tensor", _desc([input, output]))
         st = Staging()
-        hin, hout = st.read(input), st.write(output)
+        hin, hout = wire(st.read(input)), wire(st.write(output))
         return self._launch("all_gather_into_tensor", st,
                             lambda: self._gloo._allgather_base(hout, hin, opts), [output])
 
@@ -177,11 +188,13 @@ class TpuDistBackend(_c10d.Backend):
         """Each rank's output i = reduction over ranks of input_tensors[i][rank] (gloo's own
         reduce_scatter)."""
         opts = opts or _c10d.ReduceScatterOptions()
+        checks.agree(self, "reduce_scatter", _desc(output_tensors) + " <- " +
+                     "; ".join(_desc(g) for g in input_tensors), [int(_red_type(opts.reduceOp))])
         st = Staging()
-        outs = [st.write(t) for t in output_tensors]
-        ins = [[download(t) if is_tpu(t) else t for t in group] for group in input_tensors]
+        outs = [st.write(t, reduce_dtype(t.dtype)) for t in output_tensors]
+        ins = [[download(t, reduce_dtype(t.dtype)) for t in group] for group in input_tensors]
         flat = [h for group in ins for h in group]
-        owned = [is_tpu(t) for group in input_tensors for t in group]
+        owned = [True] * len(flat)
         op, post = self._reduction("reduce_scatter", opts.reduceOp, flat, owned)
         it = iter(flat)
         ins = [[next(it) for _ in group] for group in ins]
@@ -192,10 +205,11 @@ class TpuDistBackend(_c10d.Backend):
 
     def reduce_scatter_single(self, output, input, opts=None):
         opts = opts or _c10d.ReduceScatterOptions()
+        checks.agree(self, "reduce_scatter_tensor", _desc([output, input]), [int(_red_type(opts.reduceOp))])
         st = Staging()
-        hout = st.write(output)
-        hosts = [download(input) if is_tpu(input) else input]
-        op, post = self._reduction("reduce_scatter_tensor", opts.reduceOp, hosts, [is_tpu(input)])
+        hout = st.write(output, reduce_dtype(output.dtype))
+        hosts = [download(input, reduce_dtype(input.dtype))]
+        op, post = self._reduction("reduce_scatter_tensor", opts.reduceOp, hosts, [True])
         post = self._averager([hout]) if post == "avg" else None
         o = _sum_opts(_c10d.ReduceScatterOptions, opts) if op is not opts.reduceOp else opts
         return self._launch("reduce_scatter_tensor", st,
@@ -214,8 +228,14 @@ class TpuDistBackend(_c10d.Backend):
     # --- all_to_all -------------------------------------------------------------------------
     def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes, opts=None):
         opts = opts or _c10d.AllToAllOptions()
+        n = self.size()
+        row_in = input.numel() // max(input.shape[0], 1) if input.dim() else 1
+        row_out = output.numel() // max(output.shape[0], 1) if output.dim() else 1
+        ins = [s * row_in for s in input_split_sizes] or [input.numel() // n] * n
+        outs = [s * row_out for s in output_split_sizes] or [output.numel() // n] * n
+        checks.agree_all_to_all(self, input.dtype, ins, outs)
         st = Staging()
-        hin, hout = st.read(input), st.write(output)
+        hin, hout = wire(st.read(input)), wire(st.write(output))
         return self._launch("all_to_all_single", st, lambda: self._gloo.alltoall_base(
             hout, hin, list(output_split_sizes), list(input_split_sizes), opts), [output])
 
@@ -240,16 +260,18 @@ class TpuDistBackend(_c10d.Backend):
     # --- gather / scatter -------------------------------------------------------------------
     def gather(self, output_tensors, input_tensors, opts=None):
         opts = opts or _c10d.GatherOptions()
+        checks.agree(self, "gather", _desc(input_tensors), [opts.rootRank])
         st = Staging()
-        ins = [st.read(t) for t in input_tensors]
-        outs = [[st.write(t) for t in group] for group in output_tensors]
+        ins = [wire(st.read(t)) for t in input_tensors]
+        outs = [[wire(st.write(t)) for t in group] for group in output_tensors]
         return self._launch("gather", st, lambda: self._gloo.gather(outs, ins, opts), output_tensors)
 
     def scatter(self, output_tensors, input_tensors, opts=None):
         opts = opts or _c10d.ScatterOptions()
+        checks.agree(self, "scatter", _desc(output_tensors), [opts.rootRank])
         st = Staging()
-        outs = [st.write(t) for t in output_tensors]
-        ins = [[st.read(t) for t in group] for group in input_tensors]
+        outs = [wire(st.write(t)) for t in output_tensors]
+        ins = [[wire(st.read(t)) for t in group] for group in input_tensors]
         return self._launch("scatter", st, lambda: self._gloo.scatter(outs, ins, opts), output_tensors)
 
     # --- barrier / point to point -----------------------------------------------------------
@@ -261,17 +283,17 @@ class TpuDistBackend(_c10d.Backend):
         return self._launch("barrier", Staging(), lambda: self._gloo.barrier(o), [], sync_first=True)
 
     def send(self, tensors, dst_rank, tag):
-        hosts = [download(t) if is_tpu(t) else t for t in tensors]
+        hosts = [wire(download(t) if is_tpu(t) else t.contiguous()) for t in tensors]
         return self._launch(f"send to rank {dst_rank}", Staging(),
                             lambda: self._gloo.send(hosts, dst_rank, tag), tensors)
 
     def recv(self, tensors, src_rank, tag):
         st = Staging()
-        hosts = [st.write(t) for t in tensors]
+        hosts = [wire(st.write(t)) for t in tensors]
         return self._launch(f"recv from rank {src_rank}", st,
                             lambda: self._gloo.recv(hosts, src_rank, tag), tensors)
 
     def recv_anysource(self, tensors, tag):
         st = Staging()
-        hosts = [st.write(t) for t in tensors]
+        hosts = [wire(st.write(t)) for t in tensors]
         return self._launch("recv from any source", st, lambda: self._gloo.recv_anysource(hosts, tag), tensors)

@@ -8,36 +8,58 @@ def is_tpu(t: torch.Tensor) -> bool:
     return t.device.type == "tpu"
 
 
-def download(t: torch.Tensor) -> torch.Tensor:
-    """A fresh contiguous CPU copy of tpu tensor `t`. Waits for the queued ops that produce `t`
-    (a copy to CPU is a sync point of every eager mode; the fused window is flushed)."""
-    h = torch.empty(t.shape, dtype=t.dtype)
+def _staged(t: torch.Tensor, dtype) -> bool:
+    return is_tpu(t) or (dtype is not None and dtype != t.dtype) or not t.is_contiguous()
+
+
+HALF = (torch.bfloat16, torch.float16)
+
+
+def download(t: torch.Tensor, dtype=None) -> torch.Tensor:
+    """A fresh contiguous CPU copy of `t` (in `dtype`, default t's). For a tpu tensor this waits
+    for the queued ops that produce `t` (a copy to CPU is a sync point of every eager mode; the
+    fused window is flushed)."""
+    h = torch.empty(t.shape, dtype=dtype or t.dtype)
     h.copy_(t)
     return h
+
+
+def wire(h: torch.Tensor) -> torch.Tensor:
+    """The view of host tensor `h` gloo moves: 16-bit floats as int16 bits (gloo has no
+    bf16/f16; moving bytes is exact). Only for collectives that do not reduce."""
+    return h.view(torch.int16) if h.dtype in HALF else h
+
+
+def reduce_dtype(dt: torch.dtype):
+    """The host dtype a reduction runs in: float32 for 16-bit floats (gloo cannot add them;
+    the result is rounded once on the way back), else None (the tensor's own)."""
+    return torch.float32 if dt in HALF else None
 
 
 class Staging:
     """The host side of one collective. `read` gives the host tensor gloo reads, `write` the one
     gloo writes, `inout` both; `finish` copies every written host tensor back into its tpu
-    tensor (in stream order). One Staging serves one collective and is finished at most once."""
+    tensor (in stream order). One Staging serves one collective and is finished at most once.
+    `dtype`: the host tensor's dtype (default: t's); a contiguous CPU tensor of that dtype is
+    used as is."""
 
     def __init__(self):
         self._back = []  # (tpu tensor, host tensor)
 
-    def read(self, t: torch.Tensor) -> torch.Tensor:
-        return download(t) if is_tpu(t) else t
+    def read(self, t: torch.Tensor, dtype=None) -> torch.Tensor:
+        return download(t, dtype) if _staged(t, dtype) else t
 
-    def write(self, t: torch.Tensor) -> torch.Tensor:
-        if not is_tpu(t):
+    def write(self, t: torch.Tensor, dtype=None) -> torch.Tensor:
+        if not _staged(t, dtype):
             return t
-        h = torch.empty(t.shape, dtype=t.dtype)
+        h = torch.empty(t.shape, dtype=dtype or t.dtype)
         self._back.append((t, h))
         return h
 
-    def inout(self, t: torch.Tensor) -> torch.Tensor:
-        if not is_tpu(t):
+    def inout(self, t: torch.Tensor, dtype=None) -> torch.Tensor:
+        if not _staged(t, dtype):
             return t
-        h = download(t)
+        h = download(t, dtype)
         self._back.append((t, h))
         return h
 
