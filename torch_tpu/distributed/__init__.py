@@ -8,6 +8,7 @@
 (DeviceMesh("tpu", ...)) and torch.distributed._functional_collectives run on it. See
 torch_tpu/distributed/README.md.
 """
+import torch
 import torch.distributed as dist
 
 from torch_tpu.distributed.backend import NAME, TpuDistBackend
@@ -19,6 +20,9 @@ _ALIASES = (NAME, "tpu")
 
 
 def _create(store, rank, size, timeout):
+    # Each process drives its own tpu:0 (one device per process, as TorchTPU). Marking the
+    # device initialized keeps DeviceMesh from calling torch.tpu.set_device(LOCAL_RANK).
+    torch.tpu._lazy_init()
     return TpuDistBackend(store, rank, size, timeout)
 
 
