@@ -248,3 +248,58 @@ def _check_cases(rank, world, mode_names):
 @pytest.mark.parametrize("world", [2, 4])
 def test_collectives_match_gloo(world):
     spawn(_check_cases, world, MODES if world == 2 else MODES[:1])
+
+
+# --- bad input and failures ---------------------------------------------------------------
+def _mismatches(rank, world):
+    from torch_tpu.distributed import CollectiveError
+
+    bad = [
+        ("all_reduce", lambda: dist.all_reduce(torch.ones(4 + rank, device="tpu"))),
+        ("all_reduce", lambda: dist.all_reduce(torch.ones(4, device="tpu", dtype=(torch.float32, torch.int32)[rank]))),
+        ("all_gather_into_tensor", lambda: dist.all_gather_into_tensor(
+            torch.empty(2 * (3 + rank), device="tpu"), torch.ones(3 + rank, device="tpu"))),
+        ("broadcast", lambda: dist.broadcast(torch.ones(2, 2 + rank, device="tpu"), src=0)),
+        ("reduce_scatter_tensor", lambda: dist.reduce_scatter_tensor(
+            torch.empty(2 + rank, device="tpu"), torch.ones(2 * (2 + rank), device="tpu"))),
+        ("all_to_all_single", lambda: dist.all_to_all_single(
+            torch.empty(3, device="tpu"), torch.ones(3, device="tpu"), [1 + rank, 2 - rank], [2, 1])),
+    ]
+    for name, f in bad:
+        with pytest.raises(CollectiveError, match=rf"\[tpu_dist\] {name}.*rank"):
+            f()
+    t = torch.ones(3, device="tpu")  # the group is still usable
+    dist.all_reduce(t)
+    assert t.cpu().tolist() == [2.0] * 3
+
+
+def test_mismatched_shapes_and_dtypes_raise_on_every_rank():
+    spawn(_mismatches, 2)
+
+
+def _dead_peer(rank, world, how):
+    import time
+
+    from torch_tpu.distributed import CollectiveError
+
+    t = torch.ones(8, device="tpu")
+    for step in range(100):
+        if rank == 1 and step == 3:
+            if how == "killed":
+                os._exit(0)
+            time.sleep(6)  # alive but stuck: past the group's 2 s timeout
+            os._exit(0)
+        t0 = time.monotonic()
+        try:
+            dist.all_reduce(t * 1)
+        except CollectiveError as e:
+            assert step == 3 and rank == 0
+            assert "all_reduce" in str(e) and "rank 0 of 2" in str(e), str(e)
+            assert time.monotonic() - t0 < 5, "raised after the group timeout"
+            return
+    raise AssertionError("the dead peer went unnoticed")
+
+
+@pytest.mark.parametrize("how", ["killed", "stuck"])
+def test_dead_rank_makes_others_raise(how):
+    spawn(_dead_peer, 2, how, pg_timeout=2, timeout=60)

@@ -11,6 +11,7 @@ torch_tpu/distributed/README.md.
 import torch
 import torch.distributed as dist
 
+from torch_tpu.distributed import store as _store
 from torch_tpu.distributed.backend import NAME, TpuDistBackend
 from torch_tpu.distributed.work import CollectiveError
 
@@ -40,3 +41,4 @@ def register() -> None:
 
 
 register()
+_store.install()  # init_process_group under torchrun on a PyTorch without libuv (store.py)
