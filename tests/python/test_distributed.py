@@ -300,6 +300,6 @@ def _dead_peer(rank, world, how):
     raise AssertionError("the dead peer went unnoticed")
 
 
-@pytest.mark.parametrize("how", ["killed", "stuck"])
+@pytest.mark.parametrize("how", ["killed", pytest.param("stuck", marks=pytest.mark.dist_full)])
 def test_dead_rank_makes_others_raise(how):
     spawn(_dead_peer, 2, how, pg_timeout=2, timeout=60)

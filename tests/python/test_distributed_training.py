@@ -131,7 +131,7 @@ def _dtensor(rank, world):
                                    a.chunk(2, dim=0)[rank % 2])
 
 
-@pytest.mark.parametrize("world", [2, 4])
+@pytest.mark.parametrize("world", [2, pytest.param(4, marks=pytest.mark.dist_full)])
 def test_dtensor(world):
     spawn(_dtensor, world)
 
@@ -179,6 +179,7 @@ def _free_port():
         return s.getsockname()[1]
 
 
+@pytest.mark.dist_full
 def test_torchrun_ddp_example():
     """torchrun's launcher (torch.distributed.run) through torch_tpu.distributed.run, which only
     lets its rendezvous store run on this PyTorch build without libuv."""
