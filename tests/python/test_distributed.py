@@ -228,6 +228,7 @@ CASES = {
 def _check_cases(rank, world, mode_names):
     import torch_tpu
 
+    assert torch_tpu.get_runtime() == os.environ.get("TORCH_TPU_RUNTIME", "host")
     cases = dict(CASES)
     cases["all_reduce_avg"] = _all_reduce_ref(dist.ReduceOp.AVG, 1.0 / world)
     for mode in mode_names:

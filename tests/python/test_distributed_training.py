@@ -46,7 +46,7 @@ def _assert_params_equal(got, want, tol=2e-5):
 def _ddp(rank, world):
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    gpt, model, batches = _setup(world, steps=3)
+    gpt, model, batches = _setup(world, steps=2)
     ref = copy.deepcopy(model).to("tpu")
     ddp = DDP(copy.deepcopy(model).to("tpu"), bucket_cap_mb=0.05)  # several buckets
     opt, ref_opt = gpt.make_optimizer(ddp.module), gpt.make_optimizer(ref)
@@ -72,7 +72,7 @@ def test_ddp_gpt_equals_single_process():
 def _fsdp(rank, world):
     from torch.distributed.fsdp import fully_shard
 
-    gpt, model, batches = _setup(world, steps=2, layers=2)
+    gpt, model, batches = _setup(world, steps=2, layers=1)
     ref = copy.deepcopy(model).to("tpu")
     sharded = copy.deepcopy(model).to("tpu")
     for blk in sharded.blocks:
