@@ -279,23 +279,31 @@ def test_mismatched_shapes_and_dtypes_raise_on_every_rank():
 
 
 def _dead_peer(rank, world, how):
+    """DDP training of a small MLP on tpu; rank 1 dies (or hangs) at step 3. Rank 0's backward
+    (where DDP all_reduces the gradients) must raise, naming the collective, in time."""
     import time
 
-    from torch_tpu.distributed import CollectiveError
+    from torch.nn.parallel import DistributedDataParallel as DDP
 
-    t = torch.ones(8, device="tpu")
+    torch.manual_seed(0)
+    model = DDP(torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1)).to("tpu"))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x = torch.randn(4, 8).to("tpu")
     for step in range(100):
         if rank == 1 and step == 3:
-            if how == "killed":
-                os._exit(0)
-            time.sleep(6)  # alive but stuck: past the group's 2 s timeout
+            if how == "stuck":
+                time.sleep(6)  # alive but silent: past the group's 2 s timeout
             os._exit(0)
         t0 = time.monotonic()
         try:
-            dist.all_reduce(t * 1)
-        except CollectiveError as e:
-            assert step == 3 and rank == 0
-            assert "all_reduce" in str(e) and "rank 0 of 2" in str(e), str(e)
+            loss = model(x).square().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            loss.item()
+        except RuntimeError as e:
+            assert step == 3 and rank == 0, (step, rank, str(e))
+            assert "[tpu_dist] all_reduce" in str(e) and "rank 0 of 2" in str(e), str(e)
             assert time.monotonic() - t0 < 5, "raised after the group timeout"
             return
     raise AssertionError("the dead peer went unnoticed")
