@@ -312,3 +312,22 @@ def _dead_peer(rank, world, how):
 @pytest.mark.parametrize("how", ["killed", pytest.param("stuck", marks=pytest.mark.dist_full)])
 def test_dead_rank_makes_others_raise(how):
     spawn(_dead_peer, 2, how, pg_timeout=2, timeout=60)
+
+
+def _backend_names(rank, world):
+    from torch_tpu.distributed import TpuDistBackend
+
+    # the world group was made with no backend: tpu's default is tpu_dist
+    assert "tpu:tpu_dist" in str(dist.get_backend_config())
+    assert isinstance(dist.group.WORLD._get_backend(torch.device("tpu")), TpuDistBackend)
+    for name in ("tpu_dist", "tpu"):  # a single name serves both devices
+        g = dist.new_group(backend=name)
+        for dev in ("tpu", "cpu"):
+            t = torch.full((3,), rank + 1.0, device=dev)
+            dist.all_reduce(t, group=g)
+            assert t.cpu().tolist() == [3.0] * 3, (name, dev)
+        assert isinstance(g._get_backend(torch.device("cpu")), TpuDistBackend)
+
+
+def test_backend_names_and_default():
+    spawn(_backend_names, 2, backend=None)
