@@ -1,6 +1,7 @@
 """The PyTorch scaling APIs on tpu_dist with 2 spawned processes (DTensor also with 4): DDP
 training of the README's GPT equals single-process training on the concatenated batch; an
-FSDP2 (fully_shard) train step equals the unsharded one; DTensor distribute / redistribute /
+FSDP2 (fully_shard) train step equals the unsharded one (and with bf16 mixed precision, to bf16
+accuracy); DTensor distribute / redistribute /
 matmul with sharded inputs equal CPU; functional collectives in eager and under
 torch.compile(backend="tpu"); torchrun runs examples/ddp_gpt.py."""
 import copy
@@ -91,6 +92,25 @@ def _fsdp(rank, world):
         ref_loss.backward()
         ref_opt.step()
     _assert_params_equal(sharded.named_parameters(), ref.parameters())
+
+    # mixed precision: bf16 parameters all-gathered (bytes moved as uint8), fp32 gradients
+    # reduce-scattered; the gradients equal the fp32 unsharded ones to bf16 accuracy
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    mixed = copy.deepcopy(model).to("tpu")
+    for blk in mixed.blocks:
+        fully_shard(blk, mp_policy=policy)
+    fully_shard(mixed, mp_policy=policy)
+    ref = copy.deepcopy(model).to("tpu")
+    x, y = batches[0]
+    mixed(x.chunk(world)[rank].to("tpu"), y.chunk(world)[rank].to("tpu"))[1].backward()
+    ref(x.to("tpu"), y.to("tpu"))[1].backward()
+    for (name, p), q in zip(mixed.named_parameters(), ref.parameters()):
+        g, r = p.grad.full_tensor().cpu(), q.grad.cpu()
+        assert p.grad.dtype == torch.float32
+        err = ((g - r).abs().max() / r.abs().max()).item()
+        assert err < 3e-2, f"{name}: relative error {err}"
 
 
 def test_fsdp2_fully_shard_step_equals_unsharded():
