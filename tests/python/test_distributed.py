@@ -196,6 +196,21 @@ def _async_future(rank, world, dev):
     return [t, fut.wait()[0]]
 
 
+def _reused_buffers(rank, world, dev):
+    """8 KiB tensors: host buffers come back from the pool; two collectives in flight at once
+    each get their own."""
+    outs = []
+    for k in range(3):
+        t = _on(dev, _base(rank, 2048, salt=k))
+        dist.all_reduce(t)
+        outs.append(t)
+    a, b = _on(dev, _base(rank, 2048, salt=5)), _on(dev, _base(rank, 2048, salt=6))
+    wa, wb = dist.all_reduce(a, async_op=True), dist.all_reduce(b, async_op=True)
+    wb.wait()
+    wa.wait()
+    return outs + [a, b]
+
+
 CASES = {
     "all_reduce_sum": _all_reduce(dist.ReduceOp.SUM),
     "all_reduce_max": _all_reduce(dist.ReduceOp.MAX),
@@ -222,6 +237,7 @@ CASES = {
     "scatter": _scatter,
     "send_recv": _send_recv,
     "async_future": _async_future,
+    "reused_buffers": _reused_buffers,
 }
 
 

@@ -14,7 +14,7 @@ from torch._C import _distributed_c10d as _c10d
 
 from torch_tpu.distributed import checks
 from torch_tpu.distributed.checks import describe_tensors as _desc
-from torch_tpu.distributed.staging import Staging, download, is_tpu, reduce_dtype, wire
+from torch_tpu.distributed.staging import Staging, reduce_dtype, wire
 from torch_tpu.distributed.work import CollectiveError, StagedWork, describe
 
 NAME = "tpu_dist"
@@ -142,7 +142,7 @@ class TpuDistBackend(_c10d.Backend):
         st = Staging()
         root = opts.rootRank == self.rank()
         # gloo may scribble on a non-root's buffer: stage a copy and write back only on the root
-        hosts = [st.inout(t, reduce_dtype(t.dtype)) if root else download(t, reduce_dtype(t.dtype))
+        hosts = [st.inout(t, reduce_dtype(t.dtype)) if root else st.copy(t, reduce_dtype(t.dtype))
                  for t in tensors]
         op, post = self._reduction("reduce", opts.reduceOp, hosts, [True] * len(hosts))
         post = self._averager(hosts) if (post == "avg" and root) else None
@@ -192,7 +192,7 @@ class TpuDistBackend(_c10d.Backend):
                      "; ".join(_desc(g) for g in input_tensors), [int(_red_type(opts.reduceOp))])
         st = Staging()
         outs = [st.write(t, reduce_dtype(t.dtype)) for t in output_tensors]
-        ins = [[download(t, reduce_dtype(t.dtype)) for t in group] for group in input_tensors]
+        ins = [[st.copy(t, reduce_dtype(t.dtype)) for t in group] for group in input_tensors]
         flat = [h for group in ins for h in group]
         owned = [True] * len(flat)
         op, post = self._reduction("reduce_scatter", opts.reduceOp, flat, owned)
@@ -208,7 +208,7 @@ class TpuDistBackend(_c10d.Backend):
         checks.agree(self, "reduce_scatter_tensor", _desc([output, input]), [int(_red_type(opts.reduceOp))])
         st = Staging()
         hout = st.write(output, reduce_dtype(output.dtype))
-        hosts = [download(input, reduce_dtype(input.dtype))]
+        hosts = [st.copy(input, reduce_dtype(input.dtype))]
         op, post = self._reduction("reduce_scatter_tensor", opts.reduceOp, hosts, [True])
         post = self._averager([hout]) if post == "avg" else None
         o = _sum_opts(_c10d.ReduceScatterOptions, opts) if op is not opts.reduceOp else opts
@@ -283,8 +283,9 @@ class TpuDistBackend(_c10d.Backend):
         return self._launch("barrier", Staging(), lambda: self._gloo.barrier(o), [], sync_first=True)
 
     def send(self, tensors, dst_rank, tag):
-        hosts = [wire(download(t) if is_tpu(t) else t.contiguous()) for t in tensors]
-        return self._launch(f"send to rank {dst_rank}", Staging(),
+        st = Staging()
+        hosts = [wire(st.read(t)) for t in tensors]
+        return self._launch(f"send to rank {dst_rank}", st,
                             lambda: self._gloo.send(hosts, dst_rank, tag), tensors)
 
     def recv(self, tensors, src_rank, tag):
