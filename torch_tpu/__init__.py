@@ -178,6 +178,10 @@ from torch_tpu._internal import decompositions as _decompositions  # noqa: E402
 
 _decompositions.install()
 
+from torch_tpu._internal import storage_resize as _storage_resize  # noqa: E402
+
+_storage_resize.install()
+
 
 def set_runtime(name: str) -> None:
     """Chooses the runtime that executes tpu graphs ("host"; "pjrt" where built), before the

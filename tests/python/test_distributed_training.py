@@ -70,7 +70,14 @@ def test_ddp_gpt_equals_single_process():
     spawn(_ddp, 2)
 
 
-def _fsdp(rank, world):
+def _fsdp(rank, world, mode):
+    import torch_tpu
+
+    with torch_tpu.eager_mode(torch_tpu.EagerMode[mode]):
+        _fsdp_steps(rank, world)
+
+
+def _fsdp_steps(rank, world):
     from torch.distributed.fsdp import fully_shard
 
     gpt, model, batches = _setup(world, steps=2, layers=1)
@@ -113,8 +120,25 @@ def _fsdp(rank, world):
         assert err < 3e-2, f"{name}: relative error {err}"
 
 
-def test_fsdp2_fully_shard_step_equals_unsharded():
-    spawn(_fsdp, 2)
+@pytest.mark.parametrize("mode", ["DEFER_NEVER", pytest.param("DEFER_AND_FUSE", marks=pytest.mark.dist_full)])
+def test_fsdp2_fully_shard_step_equals_unsharded(mode):
+    spawn(_fsdp, 2, mode)
+
+
+def test_storage_resize_flushes_the_fused_window():
+    """FSDP2 frees and re-allocates parameters with untyped_storage().resize_: ops still
+    recorded in the fused window that read the storage run before it changes."""
+    import torch_tpu
+
+    with torch_tpu.eager_mode(torch_tpu.EagerMode.DEFER_AND_FUSE):
+        a = torch.arange(6.0, device="tpu")
+        x = a * 2
+        y = x + 1  # recorded, reads x's storage
+        x.untyped_storage().resize_(0)
+        assert y.cpu().tolist() == [1.0, 3.0, 5.0, 7.0, 9.0, 11.0]
+        x.untyped_storage().resize_(6 * 4)  # re-allocated (contents unspecified), writable
+        x.copy_(a)
+        assert (x + 0).cpu().tolist() == a.cpu().tolist()
 
 
 def _dtensor(rank, world):
