@@ -196,6 +196,14 @@ def _async_future(rank, world, dev):
     return [t, fut.wait()[0]]
 
 
+def _coalesced(rank, world, dev):
+    ts = [_on(dev, _base(rank, n, salt=n)) for n in (3, 5)]
+    dist.all_reduce_coalesced(ts)
+    outs = [[torch.empty(4, device=dev), torch.empty(2, 3, device=dev)] for _ in range(world)]
+    dist.all_gather_coalesced(outs, [_on(dev, _base(rank, 4, salt=9)), _on(dev, _base(rank, 6, salt=8)).view(2, 3)])
+    return ts + [t for per_rank in outs for t in per_rank]
+
+
 def _reused_buffers(rank, world, dev):
     """8 KiB tensors: host buffers come back from the pool; two collectives in flight at once
     each get their own."""
@@ -238,6 +246,7 @@ CASES = {
     "send_recv": _send_recv,
     "async_future": _async_future,
     "reused_buffers": _reused_buffers,
+    "coalesced": _coalesced,
 }
 
 

@@ -3,8 +3,8 @@ staging.py), runs on an inner gloo ProcessGroup (PyTorch's own transport: no net
 ours), and writes the results back into the tpu tensors in stream order (see work.py).
 
 Gloo lacks ReduceOp.AVG and PREMUL_SUM: they run as SUM with a division after / a scaling
-before, on the host copies; it lacks bf16/f16 too: reductions run in float32 on the host,
-other collectives move their bits as int16. Before each collective the ranks check they agree
+before, on the host copies; it lacks bf16/f16/int16 too: their reductions run in float32 /
+int32 on the host, other collectives move their bytes as uint8. Before each collective the ranks check they agree
 on it (checks.py). CPU tensors (a group made with init_process_group("tpu_dist")
 serves both devices) go to gloo untouched."""
 import datetime
@@ -51,7 +51,6 @@ class TpuDistBackend(_c10d.Backend):
     def __init__(self, store, rank: int, size: int, timeout: datetime.timedelta):
         super().__init__(rank, size)
         self._gloo = _c10d.ProcessGroupGloo(_c10d.PrefixStore("gloo/", store), rank, size, timeout)
-        self._timeout = timeout
 
     def getBackendName(self) -> str:  # noqa: N802  (c10d's name)
         return NAME
@@ -73,9 +72,9 @@ class TpuDistBackend(_c10d.Backend):
             raise CollectiveError(f"{what} failed: {e}") from e
         return StagedWork(what, inner, staging, result, post)
 
-    def _reduction(self, name, op, hosts, owned):
-        """(gloo ReduceOp, post) for `op` over host tensors `hosts` (the inputs for a
-        PREMUL_SUM's scaling; `owned[i]`: hosts[i] may be scaled in place)."""
+    def _reduction(self, name, op, hosts):
+        """(gloo ReduceOp, "avg" or None) for `op`; a PREMUL_SUM scales the host inputs
+        `hosts` in place (staged copies, or a CPU tensor that is also the output)."""
         kind = _red_type(op)
         if kind in _GLOO_OPS:
             return op, None
@@ -83,11 +82,8 @@ class TpuDistBackend(_c10d.Backend):
             return _c10d.ReduceOp.SUM, "avg"
         if kind == _RED.PREMUL_SUM:
             factor = _premul_factor(op)
-            for i, h in enumerate(hosts):
-                if owned[i]:
-                    h.mul_(factor)
-                else:
-                    hosts[i] = h * factor
+            for h in hosts:
+                h.mul_(factor)
             return _c10d.ReduceOp.SUM, None
         raise CollectiveError(f"{describe(self, name)}: unsupported ReduceOp {kind}")
 
@@ -108,7 +104,7 @@ class TpuDistBackend(_c10d.Backend):
         checks.agree(self, "all_reduce", _desc(tensors), [int(_red_type(opts.reduceOp))])
         st = Staging()
         hosts = [st.inout(t, reduce_dtype(t.dtype)) for t in tensors]
-        op, post = self._reduction("all_reduce", opts.reduceOp, hosts, [True] * len(hosts))
+        op, post = self._reduction("all_reduce", opts.reduceOp, hosts)
         post = self._averager(hosts) if post == "avg" else None
         o = _sum_opts(_c10d.AllreduceOptions, opts) if op is not opts.reduceOp else opts
         return self._launch("all_reduce", st, lambda: self._gloo.allreduce(hosts, o), tensors, post)
@@ -144,7 +140,7 @@ class TpuDistBackend(_c10d.Backend):
         # gloo may scribble on a non-root's buffer: stage a copy and write back only on the root
         hosts = [st.inout(t, reduce_dtype(t.dtype)) if root else st.copy(t, reduce_dtype(t.dtype))
                  for t in tensors]
-        op, post = self._reduction("reduce", opts.reduceOp, hosts, [True] * len(hosts))
+        op, post = self._reduction("reduce", opts.reduceOp, hosts)
         post = self._averager(hosts) if (post == "avg" and root) else None
         o = _sum_opts(_c10d.ReduceOptions, opts) if op is not opts.reduceOp else opts
         return self._launch("reduce", st, lambda: self._gloo.reduce(hosts, o), tensors, post)
@@ -179,8 +175,9 @@ class TpuDistBackend(_c10d.Backend):
 
     def allgather_coalesced(self, output_lists, input_list, opts=None):
         opts = opts or _c10d.AllgatherOptions()
-        for outs, i in zip(output_lists, input_list):
-            self.allgather([outs], [i], opts).wait()
+        # output_lists[r][k]: input k of rank r
+        for k, i in enumerate(input_list):
+            self.allgather([[per_rank[k] for per_rank in output_lists]], [i], opts).wait()
         return StagedWork(describe(self, "all_gather_coalesced"), None, Staging(), output_lists)
 
     # --- reduce_scatter ---------------------------------------------------------------------
@@ -194,10 +191,7 @@ class TpuDistBackend(_c10d.Backend):
         outs = [st.write(t, reduce_dtype(t.dtype)) for t in output_tensors]
         ins = [[st.copy(t, reduce_dtype(t.dtype)) for t in group] for group in input_tensors]
         flat = [h for group in ins for h in group]
-        owned = [True] * len(flat)
-        op, post = self._reduction("reduce_scatter", opts.reduceOp, flat, owned)
-        it = iter(flat)
-        ins = [[next(it) for _ in group] for group in ins]
+        op, post = self._reduction("reduce_scatter", opts.reduceOp, flat)
         post = self._averager(outs) if post == "avg" else None
         o = _sum_opts(_c10d.ReduceScatterOptions, opts) if op is not opts.reduceOp else opts
         return self._launch("reduce_scatter", st, lambda: self._gloo.reduce_scatter(outs, ins, o),
@@ -209,7 +203,7 @@ class TpuDistBackend(_c10d.Backend):
         st = Staging()
         hout = st.write(output, reduce_dtype(output.dtype))
         hosts = [st.copy(input, reduce_dtype(input.dtype))]
-        op, post = self._reduction("reduce_scatter_tensor", opts.reduceOp, hosts, [True])
+        op, post = self._reduction("reduce_scatter_tensor", opts.reduceOp, hosts)
         post = self._averager([hout]) if post == "avg" else None
         o = _sum_opts(_c10d.ReduceScatterOptions, opts) if op is not opts.reduceOp else opts
         return self._launch("reduce_scatter_tensor", st,
