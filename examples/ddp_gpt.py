@@ -1,7 +1,13 @@
 """Data-parallel training of the README's GPT (examples/gpt.py) on "tpu" with DDP over the
 c10d backend tpu_dist:
 
-    tools/in-env torchrun --nproc-per-node 2 examples/ddp_gpt.py [--steps 100]
+    torchrun --nproc-per-node 2 examples/ddp_gpt.py [--steps 100]
+
+In this repository's environment (Debian's PyTorch, built without libuv, which plain torchrun
+needs; see docs/decisions/distributed.md) the same launcher is:
+
+    tools/in-env python3 -m torch_tpu.distributed.run --nproc-per-node 2 \
+        --master-addr 127.0.0.1 --master-port 29500 examples/ddp_gpt.py
 
 Each rank draws the same global batch (same seed), trains on its slice of it, and DDP averages
 the gradients, so every rank keeps identical weights (checked at the end) and the run equals
