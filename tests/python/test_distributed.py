@@ -352,6 +352,13 @@ def _backend_names(rank, world):
             dist.all_reduce(t, group=g)
             assert t.cpu().tolist() == [3.0] * 3, (name, dev)
         assert isinstance(g._get_backend(torch.device("cpu")), TpuDistBackend)
+    # object collectives pickle into uint8 tensors on the group's device (tpu here)
+    got = [None] * world
+    dist.all_gather_object(got, {"rank": rank})
+    assert got == [{"rank": r} for r in range(world)]
+    objs = [f"from {rank}"]
+    dist.broadcast_object_list(objs, src=1)
+    assert objs == ["from 1"]
 
 
 def test_backend_names_and_default():
