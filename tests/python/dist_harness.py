@@ -31,7 +31,7 @@ def _entry(rank, world, store_dir, backend, pg_timeout, fn, args):
             dist.destroy_process_group()
 
 
-def spawn(fn, world, *args, backend=BACKEND, timeout=120, pg_timeout=60):
+def spawn(fn, world, *args, backend=BACKEND, timeout=300, pg_timeout=60):
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     with tempfile.TemporaryDirectory(prefix="tpu_dist_") as d:
         ctx = mp.start_processes(_entry, args=(world, d, backend, pg_timeout, fn, args), nprocs=world,

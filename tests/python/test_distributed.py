@@ -317,7 +317,7 @@ def _dead_peer(rank, world, how):
     for step in range(100):
         if rank == 1 and step == 3:
             if how == "stuck":
-                time.sleep(6)  # alive but silent: past the group's 2 s timeout
+                time.sleep(15)  # alive but silent, well past the group's 2 s timeout
             os._exit(0)
         t0 = time.monotonic()
         try:
@@ -329,7 +329,8 @@ def _dead_peer(rank, world, how):
         except RuntimeError as e:
             assert step == 3 and rank == 0, (step, rank, str(e))
             assert "[tpu_dist] all_reduce" in str(e) and "rank 0 of 2" in str(e), str(e)
-            assert time.monotonic() - t0 < 5, "raised after the group timeout"
+            # within the 2 s group timeout (plus slack for a loaded machine), not at the exit
+            assert time.monotonic() - t0 < 10, "raised late"
             return
     raise AssertionError("the dead peer went unnoticed")
 
