@@ -196,4 +196,5 @@ def get_runtime() -> str:
 
 __all__ += ["set_runtime", "get_runtime"]
 
-from torch_tpu import distributed as _distributed  # noqa: E402,F401  (registers c10d "tpu_dist")
+if torch.distributed.is_available():  # registers the c10d backend "tpu_dist"
+    from torch_tpu import distributed as _distributed  # noqa: E402,F401

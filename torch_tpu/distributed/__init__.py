@@ -31,8 +31,6 @@ def register() -> None:
     """Registers "tpu_dist" and its alias "tpu" with c10d (idempotent). Devices: "tpu" (the
     default backend for it) and "cpu" (so a single-name group also serves CPU tensors; the
     default for cpu stays gloo)."""
-    if not dist.is_available():
-        return
     for name in _ALIASES:
         if name.upper() in dist.Backend._plugins:
             continue
