@@ -2,7 +2,7 @@
 IN_ENV := tools/in-env
 BUILD := build
 
-.PHONY: all build demo demo-mlp test test-pjrt test-cpp test-py clean env opinfo pjrt-plugin
+.PHONY: all build demo demo-mlp test test-pjrt test-cpp test-py test-dist clean env opinfo pjrt-plugin
 
 all: build
 
@@ -22,7 +22,8 @@ demo-mlp: build
 # (the whole suite on pjrt is `make test-pjrt`, ~10 min here).
 PJRT_CI := tests/python/test_runtime_seam.py tests/python/test_modes.py \
            tests/python/test_fused.py tests/python/test_ops_pointwise.py tests/python/test_ops_nn.py \
-           tests/python/test_ops_views_copy.py tests/python/test_opinfo_fast.py
+           tests/python/test_ops_views_copy.py tests/python/test_opinfo_fast.py \
+           tests/python/test_distributed.py::test_collectives_match_gloo[2]
 
 test: build pjrt-plugin
 	$(IN_ENV) bash -c './$(BUILD)/tpu_cpp_tests --gtest_brief=1 && ./$(BUILD)/tpu_pjrt_tests --gtest_brief=1 && python3 -m pytest -q -n 2 tests/python && TORCH_TPU_RUNTIME=pjrt python3 -m pytest -q -n 2 $(PJRT_CI)'
@@ -35,6 +36,11 @@ test-pjrt: build pjrt-plugin
 # inside the environment cannot reach PyPI; docs/decisions/pjrt-plugin.md).
 pjrt-plugin: env
 	tools/pjrt-plugin
+
+# Every distributed test, the heavier ones too (4-process DTensor, a stuck rank, torchrun);
+# `make test` runs the CI subset (tests/python/test_distributed*.py without dist_full).
+test-dist: build
+	$(IN_ENV) env TORCH_TPU_DIST_FULL=1 python3 -m pytest -q -n 2 tests/python/test_distributed.py tests/python/test_distributed_training.py
 
 # Conformance: PyTorch's op_db and module_db on tpu vs CPU (README "Conformance"; ~25 min).
 opinfo: build

@@ -178,6 +178,10 @@ from torch_tpu._internal import decompositions as _decompositions  # noqa: E402
 
 _decompositions.install()
 
+from torch_tpu._internal import storage_resize as _storage_resize  # noqa: E402
+
+_storage_resize.install()
+
 
 def set_runtime(name: str) -> None:
     """Chooses the runtime that executes tpu graphs ("host"; "pjrt" where built), before the
@@ -191,3 +195,6 @@ def get_runtime() -> str:
 
 
 __all__ += ["set_runtime", "get_runtime"]
+
+if torch.distributed.is_available():  # registers the c10d backend "tpu_dist"
+    from torch_tpu import distributed as _distributed  # noqa: E402,F401

@@ -22,7 +22,17 @@ def _expected():
     return out
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "dist_full: a heavier distributed test (more processes, "
+                            "timeouts, torchrun): skipped unless TORCH_TPU_DIST_FULL=1 (`make test-dist`)")
+
+
 def pytest_collection_modifyitems(config, items):
+    if os.environ.get("TORCH_TPU_DIST_FULL") != "1":
+        skip = pytest.mark.skip(reason="heavier distributed test: TORCH_TPU_DIST_FULL=1 or `make test-dist`")
+        for item in items:
+            if "dist_full" in item.keywords:
+                item.add_marker(skip)
     if os.environ.get("TORCH_TPU_RUNTIME") != "pjrt":
         return
     expected = _expected()

@@ -1,0 +1,137 @@
+"""Host staging of tpu tensors for a collective: downloads (ordered after the queued ops that
+produce them), host buffers for outputs, and the write-back (queued on the stream, so later ops
+see the result). Contiguous CPU tensors pass through untouched: gloo reads and writes them in
+place.
+
+Host buffers come from a small pool (`_Pool`): a fresh large CPU allocation is page-faulted on
+first touch, which cost more than the copy itself (64 MiB: ~3x). A buffer returns to the pool
+when its collective finished: the write-back (a cpu->tpu copy) snapshots the host data at the
+call, so the buffer is free once it returns."""
+import threading
+
+import torch
+
+HALF = (torch.bfloat16, torch.float16)
+# what Debian's gloo accepts ("Invalid scalar type" otherwise)
+GLOO_DTYPES = (torch.float32, torch.float64, torch.int8, torch.uint8, torch.int32, torch.int64, torch.bool)
+
+
+def is_tpu(t: torch.Tensor) -> bool:
+    return t.device.type == "tpu"
+
+
+def _staged(t: torch.Tensor, dtype) -> bool:
+    return is_tpu(t) or (dtype is not None and dtype != t.dtype) or not t.is_contiguous()
+
+
+class _Pool:
+    """Idle host buffers by (dtype, numel), at most `cap` bytes in all. Thread safe."""
+
+    def __init__(self, cap: int):
+        self.cap, self.bytes = cap, 0
+        self.free: dict = {}
+        self.lock = threading.Lock()
+
+    def take(self, shape, dtype) -> torch.Tensor:
+        n = 1
+        for s in shape:
+            n *= s
+        with self.lock:
+            lst = self.free.get((dtype, n))
+            if lst:
+                h = lst.pop()
+                self.bytes -= h.nbytes
+                return h.view(shape)
+        return torch.empty(shape, dtype=dtype)
+
+    def give(self, h: torch.Tensor) -> None:
+        if h.nbytes < 4096:  # small ones are cheap to allocate
+            return
+        with self.lock:
+            if self.bytes + h.nbytes <= self.cap:
+                self.free.setdefault((h.dtype, h.numel()), []).append(h.reshape(-1))
+                self.bytes += h.nbytes
+
+    def clear(self) -> None:
+        with self.lock:
+            self.free.clear()
+            self.bytes = 0
+
+
+POOL = _Pool(256 << 20)
+
+
+def download(t: torch.Tensor, dtype=None, into=None) -> torch.Tensor:
+    """A contiguous CPU copy of `t` (in `dtype`, default t's), in `into` if given. For a tpu
+    tensor this waits for the queued ops that produce `t` (a copy to CPU is a sync point of
+    every eager mode; the fused window is flushed)."""
+    h = torch.empty(t.shape, dtype=dtype or t.dtype) if into is None else into
+    h.copy_(t)
+    return h
+
+
+def wire(h: torch.Tensor) -> torch.Tensor:
+    """The view of host tensor `h` gloo moves: dtypes gloo lacks (bf16, f16, int16, ...) as
+    their bytes, one trailing byte dim added so dim 0 (all_to_all's splits) is kept. Exact;
+    only for collectives that do not reduce."""
+    return h if h.dtype in GLOO_DTYPES else h.unsqueeze(-1).view(torch.uint8)
+
+
+def reduce_dtype(dt: torch.dtype):
+    """The host dtype a reduction runs in: float32 for 16-bit floats (gloo cannot add them;
+    the result is rounded once on the way back), int32 for int16, else None (its own)."""
+    if dt in HALF:
+        return torch.float32
+    return torch.int32 if dt == torch.int16 else None
+
+
+class Staging:
+    """The host side of one collective. `read` gives the host tensor gloo reads, `write` the one
+    gloo writes, `inout` both, `copy` a private host copy (gloo may change it; never written
+    back); `finish` copies every written host tensor back into its tensor (in stream order)
+    and returns the host buffers to the pool. One Staging serves one collective and is
+    finished at most once. `dtype`: the host tensor's dtype (default: t's); a contiguous CPU
+    tensor of that dtype is used as is (except by `copy`)."""
+
+    def __init__(self):
+        self._back = []  # (tpu tensor, host tensor)
+        self._owned = []  # host buffers from the pool
+
+    def _buffer(self, t, dtype):
+        h = POOL.take(tuple(t.shape), dtype or t.dtype)
+        self._owned.append(h)
+        return h
+
+    def read(self, t: torch.Tensor, dtype=None) -> torch.Tensor:
+        return download(t, dtype, self._buffer(t, dtype)) if _staged(t, dtype) else t
+
+    def copy(self, t: torch.Tensor, dtype=None) -> torch.Tensor:
+        return download(t, dtype, self._buffer(t, dtype))
+
+    def write(self, t: torch.Tensor, dtype=None) -> torch.Tensor:
+        if not _staged(t, dtype):
+            return t
+        h = self._buffer(t, dtype)
+        self._back.append((t, h))
+        return h
+
+    def inout(self, t: torch.Tensor, dtype=None) -> torch.Tensor:
+        if not _staged(t, dtype):
+            return t
+        h = download(t, dtype, self._buffer(t, dtype))
+        self._back.append((t, h))
+        return h
+
+    def finish(self) -> None:
+        back, self._back = self._back, []
+        with torch.no_grad():
+            for t, h in back:
+                t.copy_(h)  # cpu -> tpu snapshots h: the buffer is free when this returns
+        owned, self._owned = self._owned, []
+        for h in owned:
+            POOL.give(h)
+
+    def drop(self) -> None:
+        """Forgets pending write-backs (the collective failed: its outputs keep their values;
+        its host buffers are not reused, gloo may still hold them)."""
+        self._back, self._owned = [], []
