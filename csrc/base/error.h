@@ -14,6 +14,12 @@ struct Error : std::runtime_error {
 struct NotImplemented : Error {
   using Error::Error;
 };
+// An index out of range where PyTorch CPU raises IndexError (maps to IndexError).
+struct IndexError : Error {
+  using Error::Error;
+};
+// The prefix that marks a device-side check's message as an IndexError (Lower::check_index).
+constexpr const char* kIndexErrorTag = "\x1fIndexError\x1f";
 
 namespace detail {
 inline void cat(std::ostringstream&) {}

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "device/device.h"
+#include "runtime/stream.h"
 
 namespace torch_tpu::device {
 at::Generator new_generator(int dev);  // generator.cpp
@@ -82,6 +83,17 @@ const bool g_registered = [] {
 }();
 
 }  // namespace
+// Errors of asynchronous commands surface at a sync point as the c10 error PyTorch CPU raises
+// for the same failure (IndexError, NotImplementedError, else RuntimeError).
+void throw_c10(runtime::stream::ErrorKind kind, const std::string& m) {
+  switch (kind) {
+    case runtime::stream::ErrorKind::NotImplemented: TORCH_CHECK_NOT_IMPLEMENTED(false, m);
+    case runtime::stream::ErrorKind::Index: TORCH_CHECK_INDEX(false, m);
+    default: TORCH_CHECK(false, m);
+  }
+}
+const bool g_thrower_installed = (runtime::stream::set_thrower(&throw_c10), true);
+
 }  // namespace torch_tpu::device
 
 TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) {

@@ -92,7 +92,11 @@ void submit_checks(int dev, const char* name, const std::vector<at::Tensor>& fla
     for (size_t k = 0; k < views.size(); ++k) {
       bool set = false;
       rt.read(views[k], reinterpret_cast<std::byte*>(&set));
-      if (set) throw torch_tpu::Error(messages[k]);
+      if (!set) continue;
+      const std::string& m = messages[k];
+      size_t n = std::char_traits<char>::length(kIndexErrorTag);
+      if (m.compare(0, n, kIndexErrorTag) == 0) throw torch_tpu::IndexError(m.substr(n));
+      throw torch_tpu::Error(m);
     }
   });
 }

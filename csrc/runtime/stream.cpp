@@ -17,6 +17,7 @@ namespace torch_tpu::runtime::stream {
 namespace {
 
 thread_local bool t_worker = false;
+std::atomic<Thrower> g_thrower{nullptr};
 
 constexpr size_t kBatch = 64;
 // Commands a user thread may queue ahead of the worker (env TORCH_TPU_MAX_QUEUED_OPS).
@@ -75,16 +76,18 @@ class Stream {
   void wait(uint64_t m) {
     drain(m);
     std::string e;
-    bool ni;
+    ErrorKind kind;
     {
       std::lock_guard<std::mutex> g(err_mu_);
       if (error_.empty()) return;
       e = std::move(error_);
       error_.clear();
-      ni = error_ni_;
-      error_ni_ = false;
+      kind = error_kind_;
+      error_kind_ = ErrorKind::Runtime;
     }
-    if (ni) throw NotImplemented(e);
+    if (Thrower t = g_thrower.load()) t(kind, e);
+    if (kind == ErrorKind::NotImplemented) throw NotImplemented(e);
+    if (kind == ErrorKind::Index) throw IndexError(e);
     throw Error(e);
   }
 
@@ -138,20 +141,28 @@ class Stream {
     }
     if (skip) return;
     std::string err;
-    bool ni = false;
+    ErrorKind kind = ErrorKind::Runtime;
+    // The message names the command once: a check's message already starts with "[op]".
+    auto named = [&](const char* what, const char* middle) {
+      std::string tag = std::string("[") + c.name + "]";
+      return std::string(what).rfind(tag, 0) == 0 ? std::string(what) : tag + middle + what;
+    };
     try {
       c.fn();
     } catch (const NotImplemented& e) {
-      err = std::string("[") + c.name + "] " + e.what();
-      ni = true;
+      err = named(e.what(), " ");
+      kind = ErrorKind::NotImplemented;
+    } catch (const IndexError& e) {
+      err = named(e.what(), " ");
+      kind = ErrorKind::Index;
     } catch (const std::exception& e) {
-      err = std::string("[") + c.name + "] asynchronous op failed: " + e.what();
+      err = named(e.what(), " asynchronous op failed: ");
     }
     if (!err.empty()) {
       std::lock_guard<std::mutex> g(err_mu_);
       if (error_.empty()) {
         error_ = std::move(err);
-        error_ni_ = ni;
+        error_kind_ = kind;
       }
     }
   }
@@ -162,7 +173,7 @@ class Stream {
   uint64_t enqueued_ = 0, completed_ = 0;
   std::mutex err_mu_;  // guards error_ (taken inside and outside mu_)
   std::string error_;
-  bool error_ni_ = false;
+  ErrorKind error_kind_ = ErrorKind::Runtime;
   bool sleeping_ = false;
   std::atomic<bool> pending_{false};
   std::thread worker_;
@@ -184,6 +195,8 @@ Stream& get(int dev) {
 std::atomic<FlushHook> g_flush_hook{nullptr};
 
 }  // namespace
+
+void set_thrower(Thrower t) { g_thrower.store(t); }
 
 void enqueue(int dev, const char* name, std::function<void()> fn) { get(dev).push(name, std::move(fn)); }
 

@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <string>
 
 namespace torch_tpu::runtime::stream {
 
@@ -36,5 +37,12 @@ void synchronize(int dev);
 void synchronize_all();
 // Whether the calling thread is a stream worker (it must never wait on a stream).
 bool on_worker();
+
+// What wait() raises for a failed command: by default torch_tpu::Error / NotImplemented /
+// IndexError; the torch side installs a thrower that raises the matching c10 errors
+// (RuntimeError, NotImplementedError, IndexError in Python).
+enum class ErrorKind { Runtime, NotImplemented, Index };
+using Thrower = void (*)(ErrorKind kind, const std::string& message);
+void set_thrower(Thrower t);
 
 }  // namespace torch_tpu::runtime::stream

@@ -41,13 +41,17 @@ Value scatter(Lower& L, Value x, Value idx, Value upd, int64_t a, bool add) {
 
 Value any_all(Lower& L, Value pred) { return any_true(L, pred); }
 
-// An integer index tensor as i64; registers the range check [lo, n) (lo = -n wraps).
-Value index_in(Lower& L, const at::Tensor& t, int64_t n, bool allow_negative, const std::string& msg) {
+// An integer index tensor as i64; registers the range check [lo, n) (lo = -n wraps), raising
+// IndexError as CPU does (gather/scatter raise RuntimeError there: index_error = false).
+Value index_in(Lower& L, const at::Tensor& t, int64_t n, bool allow_negative, const std::string& msg,
+               bool index_error = true) {
   TORCH_CHECK(at::isIntegralType(t.scalar_type(), false), "[", L.op(), "] expected an integer index tensor (Long or Int); got ",
               t.scalar_type());
   Value i = L.in(t, DType::I64);
   Value lo = L.cst_like(allow_negative ? -double(n) : 0.0, i), hi = L.cst_like(double(n), i);
-  L.check(any_all(L, L.g.binary(OpCode::Or, L.g.compare(Cmp::LT, i, lo), L.g.compare(Cmp::GE, i, hi))), msg);
+  Value bad = any_all(L, L.g.binary(OpCode::Or, L.g.compare(Cmp::LT, i, lo), L.g.compare(Cmp::GE, i, hi)));
+  if (index_error) L.check_index(bad, msg);
+  else L.check(bad, msg);
   if (allow_negative)
     i = L.g.select(L.g.compare(Cmp::LT, i, L.cst_like(0, i)), L.g.binary(OpCode::Add, i, hi), i);
   return i;
@@ -126,7 +130,7 @@ std::vector<Value> gather_op(Lower& L, Args a) {
   if (index.numel() == 0) return one(L.g.constant(0, to_ir(self.scalar_type(), L.op()), shape_of(index)));
   check_same_rank(L, self, index, d, nullptr);
   TORCH_CHECK(s[d] > 0, "[", L.op(), "] index out of bounds for dimension ", d, " with size 0");
-  Value i = L.g.reshape(index_in(L, index, s[d], false, oob(L, d, s[d])), shape1(index));
+  Value i = L.g.reshape(index_in(L, index, s[d], false, oob(L, d, s[d]), /*index_error=*/false), shape1(index));
   Value r = gather(L, L.g.reshape(L.in(self), s), i, d);
   return one(L.g.reshape(r, shape_of(index)));
 }
@@ -146,7 +150,7 @@ bool scatter_operands(Lower& L, const Args& a, const ir::Shape& s, const ir::Sha
   out->x = L.g.reshape(L.in(self), s);
   if (index.numel() == 0) return false;  // no shape checks, as CPU
   check_same_rank(L, self, index, d, src);
-  out->i = L.g.reshape(index_in(L, index, s[d], false, oob(L, d, s[d])), is);
+  out->i = L.g.reshape(index_in(L, index, s[d], false, oob(L, d, s[d]), /*index_error=*/false), is);
   if (src) {
     out->u = L.g.reshape(L.in(*src), shape1(*src));
     if (shape1(*src) != is)

@@ -33,7 +33,7 @@ Nll nll_common(Lower& L, const at::Tensor& input, const at::Tensor& target, cons
   // A target outside [0, C) that is not ignore_index raises at the next sync (CPU raises at once).
   Value out_of_range = L.g.binary(OpCode::Or, L.g.compare(Cmp::LT, t, L.g.constant(0, DType::I64, {n})),
                                   L.g.compare(Cmp::GE, t, L.g.constant(double(c), DType::I64, {n})));
-  L.check(L.g.reduce(L.g.binary(OpCode::And, valid, out_of_range), Reducer::Or, {0}),
+  L.check_index(L.g.reduce(L.g.binary(OpCode::And, valid, out_of_range), Reducer::Or, {0}),
           std::string("[") + L.op() + "] Target is out of bounds; got a target outside [0, " + std::to_string(c) +
               "), expected class indices or ignore_index (" + std::to_string(ignore_index) + ")");
   Value onehot = L.g.binary(OpCode::And, L.g.compare(Cmp::EQ, cls, tb), L.g.broadcast(valid, {n, c}, {0}));
@@ -105,6 +105,32 @@ std::vector<Value> mse(Lower& L, Args a) {
   return one(L.g.convert(r, dt));
 }
 
+// binary_cross_entropy(self, target, weight?, reduction): CPU's
+// (t - 1) * max(log1p(-x), -100) - t * max(log(x), -100), times the weight; an input outside
+// [0, 1] (or NaN) raises at the next sync, as CPU raises at once.
+std::vector<Value> bce(Lower& L, Args a) {
+  const at::Tensor &self = a[0].toTensor(), &target = a[1].toTensor();
+  TORCH_CHECK(self.numel() == target.numel(), "[", L.op(), "] input and target must have the same number of elements; got ",
+              self.numel(), " and ", target.numel());
+  DType dt = to_ir(self.scalar_type(), L.op()), ct = opmath(dt);
+  Value x = L.in(self, ct), t = L.g.reshape(L.in(target, ct), shape_of(self));
+  Value ok = L.g.binary(OpCode::And, L.g.compare(Cmp::GE, x, L.cst_like(0, x)), L.g.compare(Cmp::LE, x, L.cst_like(1, x)));
+  L.check(any_true(L, L.g.unary(OpCode::Not, ok)), std::string("[") + L.op() + "] all elements of input should be between 0 and 1");
+  Value floor = L.cst_like(-100, x);
+  Value l1 = L.g.binary(OpCode::Max, L.g.unary(OpCode::Log1p, L.g.unary(OpCode::Negate, x)), floor);
+  Value l0 = L.g.binary(OpCode::Max, L.g.unary(OpCode::Log, x), floor);
+  Value loss = L.g.binary(OpCode::Sub, L.g.binary(OpCode::Mul, L.g.binary(OpCode::Sub, t, L.cst_like(1, t)), l1),
+                          L.g.binary(OpCode::Mul, t, l0));
+  if (a[2].isTensor() && a[2].toTensor().defined()) loss = bin(L, OpCode::Mul, loss, L.in(a[2].toTensor(), ct));
+  int64_t reduction = a[3].toInt();
+  if (reduction == kNone) return one(L.g.convert(loss, dt));
+  std::vector<int64_t> all;
+  for (size_t i = 0; i < L.g.shape(loss).size(); ++i) all.push_back(static_cast<int64_t>(i));
+  Value r = L.g.reduce(loss, Reducer::Sum, all);
+  if (reduction == kMean) r = L.g.binary(OpCode::Div, r, L.cst(double(ir::numel(L.g.shape(loss))), ct));
+  return one(L.g.convert(r, dt));
+}
+
 // mse_loss_backward(grad_output, self, target, reduction)
 std::vector<Value> mse_backward(Lower& L, Args a) {
   const at::Tensor& self = a[1].toTensor();
@@ -121,6 +147,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
       {"nll_loss_backward", nll_backward}, {"nll_loss_backward.grad_input", nll_backward},
       {"mse_loss", mse}, {"mse_loss.out", mse},
       {"mse_loss_backward", mse_backward}, {"mse_loss_backward.grad_input", mse_backward},
+      {"binary_cross_entropy", bce}, {"binary_cross_entropy.out", bce},
   });
 }
 

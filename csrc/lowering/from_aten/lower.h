@@ -12,6 +12,7 @@
 #include <optional>
 #include <vector>
 
+#include "base/error.h"
 #include "ir/graph.h"
 
 namespace torch_tpu::lowering {
@@ -70,6 +71,8 @@ class Lower {
   // the command ran, `message` is raised at the next sync point (at once in debug mode), as
   // any asynchronous op error. Costs one extra output; the host never waits for it.
   void check(Value flag, std::string message) { checks_.push_back({flag, std::move(message)}); }
+  // check() raising IndexError (where PyTorch CPU raises IndexError: index, index_select, ...).
+  void check_index(Value flag, const std::string& message) { check(flag, kIndexErrorTag + message); }
 
   // Fast-path recording (see fast_path.h): the op's arguments, and per parameter the
   // argument it came from (-1: a scalar whose value is in `bits`).

@@ -45,6 +45,13 @@ std::vector<Value> normal(Lower& L, Args a) {
   return one(L.g.convert(addc(L, mulc(L, z, std), mean), to_ir(self.scalar_type(), L.op())));
 }
 
+// Probabilities outside [0, 1] (or NaN) raise at the next sync, as CPU raises at once.
+void p_in_range(Lower& L, Value p) {
+  Value ok = L.g.binary(OpCode::And, cmp(L, Cmp::GE, p, scal(L, 0, p)), cmp(L, Cmp::LE, p, scal(L, 1, p)));
+  L.check(any_true(L, L.g.unary(OpCode::Not, ok)),
+          std::string("[") + L.op() + "] Expected p_in >= 0 && p_in <= 1 to be true, but got false.");
+}
+
 std::vector<Value> bernoulli_p(Lower& L, Args a) {
   const at::Tensor& self = a[0].toTensor();
   DType ct = float_math(L, self);
@@ -53,6 +60,8 @@ std::vector<Value> bernoulli_p(Lower& L, Args a) {
   if (a[1].isScalar()) {
     double pv = a[1].toDouble();
     TORCH_CHECK(pv >= 0 && pv <= 1, "[", L.op(), "] bernoulli_ expects p to be in [0, 1], but got p=", pv);
+  } else {
+    p_in_range(L, p);
   }
   return one(L.g.convert(cmp(L, Cmp::LT, u, p), to_ir(self.scalar_type(), L.op())));
 }
@@ -62,7 +71,9 @@ std::vector<Value> bernoulli_t(Lower& L, Args a) {
   const at::Tensor& self = a[0].toTensor();
   DType dt = to_ir(self.scalar_type(), L.op()), ct = opmath(dt);
   Value u = rng(L, OpCode::RngUniform, shape_of(self), ct, a[1]);
-  return one(L.g.convert(cmp(L, Cmp::LT, u, L.in(self, ct)), dt));
+  Value p = L.in(self, ct);
+  p_in_range(L, p);
+  return one(L.g.convert(cmp(L, Cmp::LT, u, p), dt));
 }
 
 // Integers in [from, to): floor(u * (to - from)) + from, u in f64.
