@@ -142,3 +142,24 @@ def test_finetune_example_runs():
     first, final = (float(t) for t in last.split()[1::2])
     assert final < first, r.stdout
     assert "sample:" in r.stdout
+
+
+def test_static_cache_generate_compiles_once():
+    # transformers compiles the decode step on tpu when the cache is static: one capture, then
+    # one replay per token, and the tokens are CPU's greedy tokens.
+    from torch_tpu._internal import compile as tpu_compile
+
+    m = _tiny_llama().eval()
+    ids = torch.randint(0, 64, (1, 5), generator=torch.Generator().manual_seed(1))
+    want = m.generate(ids, max_new_tokens=10, do_sample=False, pad_token_id=0)
+    m.to("tpu")
+    with torch_tpu.precision(HIGHEST):
+        first = m.generate(ids.to("tpu"), max_new_tokens=10, do_sample=False, pad_token_id=0,
+                           cache_implementation="static")
+        s1 = tpu_compile.stats()
+        again = m.generate(ids.to("tpu"), max_new_tokens=10, do_sample=False, pad_token_id=0,
+                           cache_implementation="static")
+        s2 = tpu_compile.stats()
+    assert torch.equal(first.cpu(), want) and torch.equal(again.cpu(), want)
+    assert s2["captures"] == s1["captures"], (s1, s2)
+    assert s2["replays"] - s1["replays"] >= 9  # the decode steps replay the captured graph
