@@ -202,16 +202,6 @@ std::vector<Value> gesdd(const Mat& m, Value a, bool full, bool compute_uv) {
 
 using Key = std::tuple<int64_t, std::vector<int>, std::vector<int64_t>>;
 
-// An ldl call (sytrf / sytrs) whose matrices have no element: its results are all empty or
-// info (zero), so it needs no decomposition.
-bool empty_ldl(const Graph& g, const Node& n) {
-  CustomCallTarget t = target_of(n);
-  if (t != CustomCallTarget::Sytrf && t != CustomCallTarget::Sytrs) return false;
-  for (int o : n.operands)
-    if (numel(g.nodes()[o].shape) == 0) return true;
-  return false;
-}
-
 // n with its operands replaced by `ops` (values of `g`), for the result rule.
 Node call_node(const Graph&, const Node& n, const std::vector<Value>& ops) {
   Node c = n;
@@ -244,7 +234,7 @@ std::vector<Value> lower_call(Graph& out, const Node& n, const std::vector<Value
           zeros.push_back(m.k(0, r.dtype, r.shape));
         return zeros;
       }
-      break;
+      return {};  // kept as the LAPACK call (see decompose_linalg.h)
     default: break;
   }
   TPU_CHECK(false, "[decompose_linalg] no XLA-side decomposition for custom_call ", custom_call_info(t).target[0],
@@ -264,18 +254,6 @@ bool has_lapack_calls(const Graph& g) {
   for (const Node& n : g.nodes())
     if (linalg::is_lapack(n)) return true;
   return false;
-}
-
-std::vector<std::string> undecomposable_linalg(const Graph& g) {
-  std::vector<std::string> out;
-  for (const Node& n : g.nodes()) {
-    if (!linalg::is_lapack(n)) continue;
-    CustomCallTarget t = target_of(n);
-    if ((t == CustomCallTarget::Sytrf || t == CustomCallTarget::Sytrs) && !linalg::empty_ldl(g, n))
-      out.push_back(std::string("custom_call ") + custom_call_info(t).target[0] +
-                    ": ldl (Bunch-Kaufman sytrf/sytrs) has no XLA-side decomposition yet");
-  }
-  return out;
 }
 
 Graph decompose_linalg(const Graph& g) {
@@ -299,6 +277,10 @@ Graph decompose_linalg(const Graph& g) {
     linalg::Key key{n.attrs.ivalue, ids, std::vector<int64_t>(n.attrs.dims.begin() + 1, n.attrs.dims.end())};
     auto it = calls.find(key);
     if (it == calls.end()) it = calls.emplace(key, linalg::lower_call(out, n, ops)).first;
+    if (it->second.empty()) {  // no decomposition: the call itself
+      remap[id] = out.op(n.op, std::move(ops), n.attrs, n.shape, n.dtype);
+      continue;
+    }
     Value r = it->second.at(static_cast<size_t>(n.attrs.dims[0]));
     TPU_CHECK(out.shape(r) == n.shape && out.dtype(r) == n.dtype, "[decompose_linalg] result ", n.attrs.dims[0],
               " of ", custom_call_info(target_of(n)).target[0], " has type ", dtype_name(out.dtype(r)),

@@ -3,19 +3,12 @@
 // none at all. The host runtime keeps its LAPACK kernels and never runs this pass.
 // docs/decisions/linalg.md ("pjrt").
 #pragma once
-#include <string>
-#include <vector>
-
 #include "ir/graph.h"
 
 namespace torch_tpu::ir {
 
 // True when some node of `g` is a custom_call with a LAPACK target (not an XLA one).
 bool has_lapack_calls(const Graph& g);
-
-// "target: reason" for each LAPACK target of `g` that decompose_linalg cannot rewrite
-// (sytrf, sytrs); the pjrt runtime raises an error naming them instead of compiling.
-std::vector<std::string> undecomposable_linalg(const Graph& g);
 
 // Returns a copy of `g` (same params, in order; same outputs) in which every LAPACK
 // custom_call is computed by StableHLO ops and XLA's own expanders, with the host's result
@@ -39,7 +32,10 @@ std::vector<std::string> undecomposable_linalg(const Graph& g);
 //   eigenvectors; full_matrices completes U or V with the orthogonal complement from a
 //   Householder QR of the thin factor. Vectors agree with LAPACK's up to sign (and the
 //   complement up to rotation); zero singular values get zero vectors. info 0.
-// The result is verified. Throws Error naming the target for sytrf / sytrs.
+// - sytrf / sytrs (ldl, Bunch-Kaufman: data-dependent 1x1/2x2 pivots) are kept as LAPACK
+//   calls: a plugin without LAPACK handlers rejects the program, naming the target; with
+//   no element to factor their results are constants (empty, info 0).
+// The result is verified.
 Graph decompose_linalg(const Graph& g);
 
 }  // namespace torch_tpu::ir

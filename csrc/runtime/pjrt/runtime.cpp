@@ -100,8 +100,7 @@ class PjrtRuntime final : public runtime::Runtime {
     graph.verify();
     if (!ir::has_composites(graph) && !ir::has_lapack_calls(graph))
       return std::make_shared<PjrtExecutable>(*this, graph);
-    std::vector<std::string> bad = ir::undecomposable_ops(graph), calls = ir::undecomposable_linalg(graph);
-    bad.insert(bad.end(), calls.begin(), calls.end());
+    std::vector<std::string> bad = ir::undecomposable_ops(graph);
     TPU_CHECK(bad.empty(), "[pjrt] an op has no StableHLO form; got ", bad.empty() ? "" : bad[0],
               ", expected ops the plugin can compile");
     ir::Graph g = ir::has_lapack_calls(graph) ? ir::decompose_linalg(graph) : graph;

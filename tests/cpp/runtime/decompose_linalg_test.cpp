@@ -265,18 +265,28 @@ TEST_F(DecomposeLinalg, GesddValuesOnly) {
   expect_close(res.second[0], res.first[0], tol(DType::F32), "svdvals");
 }
 
-TEST_F(DecomposeLinalg, LdlIsUndecomposableUnlessEmpty) {
+TEST_F(DecomposeLinalg, LdlStaysALapackCallUnlessEmpty) {
   Shape s = {3, 3};
-  Graph g = call_graph(CustomCallTarget::Sytrf, {{DType::F32, s}}, {1}, {0});
-  auto bad = ir::undecomposable_linalg(g);
-  ASSERT_EQ(bad.size(), 1u);
-  EXPECT_NE(bad[0].find("sytrf"), std::string::npos) << bad[0];
-  EXPECT_THROW(ir::decompose_linalg(g), Error);
+  Graph g = call_graph(CustomCallTarget::Sytrf, {{DType::F32, s}}, {1}, {0, 2});
+  Graph d = ir::decompose_linalg(g);
+  EXPECT_TRUE(ir::has_lapack_calls(d));
+  EXPECT_NE(d.to_stablehlo().find("lapack_ssytrf_ffi"), std::string::npos);
+  if (rt_) {  // the plugin rejects it, naming the target
+    try {
+      run_pjrt(*rt_, g, {matrix(DType::F32, s, 1, 8)});
+      ADD_FAILURE() << "expected the plugin to reject lapack_ssytrf_ffi";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("lapack_ssytrf_ffi"), std::string::npos) << e.what();
+    }
+  }
   // Without elements there is nothing to factor: zero results, info 0 (as the host).
-  Graph e = call_graph(CustomCallTarget::Sytrf, {{DType::F64, {0, 3, 3}}}, {1}, {0, 1, 2});
-  EXPECT_TRUE(ir::undecomposable_linalg(e).empty());
+  EXPECT_FALSE(ir::has_lapack_calls(
+      ir::decompose_linalg(call_graph(CustomCallTarget::Sytrf, {{DType::F64, {0, 3, 3}}}, {1}, {0, 1, 2}))));
   Graph z = call_graph(CustomCallTarget::Sytrf, {{DType::F64, {2, 0, 0}}}, {1}, {2});
-  auto res = both(z, {Tensor(DType::F64, {2, 0, 0})});
+  Graph zd = ir::decompose_linalg(z);
+  EXPECT_FALSE(ir::has_lapack_calls(zd));
+  if (!rt_) GTEST_SKIP() << "IR checked; no pjrt run: " << why_;
+  auto res = std::make_pair(run(z, {Tensor(DType::F64, {2, 0, 0})}), run_pjrt(*rt_, z, {Tensor(DType::F64, {2, 0, 0})}));
   SKIP_WITHOUT_PLUGIN(res);
   expect_equal_ints(res.second[0], res.first[0], "sytrf info of 0x0 matrices");
 }
