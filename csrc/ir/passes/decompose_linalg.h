@@ -25,8 +25,10 @@ bool has_lapack_calls(const Graph& g);
 // - geqrf / orgqr: XLA's Qr / ProductOfElementaryHouseholderReflectors (QrExpander: the
 //   same Householder convention as LAPACK's dlarfg). ormqr: Q = the product of the
 //   reflectors as a full square matrix, then one dot.
-// - syevd: XLA's Eigh (EighExpander: cyclic Jacobi, eigenvalues sorted ascending); info 0.
-//   Eigenvectors are the host's only up to sign.
+// - syevd: XLA's Eigh (EighExpander: cyclic Jacobi, eigenvalues sorted ascending), its
+//   vectors polished by one first-order perturbation + Newton-Schulz step (XLA's stopping
+//   test leaves ~sqrt(eps) off-diagonal mass); info 0. Eigenvectors are the host's only
+//   up to sign.
 // - gesdd: Eigh of the symmetric [[0, A], [A^T, 0]] (eigenvalues +-s, eigenvectors
 //   (u; v) / sqrt 2): s = the min(m, n) largest, u and v the normalized halves of their
 //   eigenvectors; full_matrices completes U or V with the orthogonal complement from a
