@@ -22,6 +22,9 @@ struct CustomCallInfo {
 };
 const CustomCallInfo& custom_call_info(CustomCallTarget t);
 inline CustomCallTarget target_of(const Node& n) { return static_cast<CustomCallTarget>(n.attrs.ivalue); }
+// True for the targets XLA expands itself (XlaQr, XlaHouseholderProduct, XlaEigh: pjrt only);
+// false for the LAPACK ones (host kernels; decompose_linalg rewrites them for pjrt).
+inline bool is_xla_target(CustomCallTarget t) { return t >= CustomCallTarget::XlaQr; }
 
 struct CallResult {
   Shape shape;

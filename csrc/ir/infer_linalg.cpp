@@ -109,8 +109,10 @@ std::vector<CallResult> custom_call_results(const Graph& g, const Node& n) {
     case CustomCallTarget::Getrf:
       return {{x.shape, dt}, {cat(batch, {k}), i32}, {batch, i32}};
     case CustomCallTarget::Geqrf:
+    case CustomCallTarget::XlaQr:
       return {{x.shape, dt}, {cat(batch, {k}), dt}};
-    case CustomCallTarget::Orgqr: {
+    case CustomCallTarget::Orgqr:
+    case CustomCallTarget::XlaHouseholderProduct: {
       const Node& tau = operand(g, n, 1, 1, batch, op);
       same_dtype(tau);
       TPU_CHECK(m >= c && c >= tau.shape.back(), "[", op, "] needs rows >= cols >= reflectors; got ",
@@ -137,6 +139,9 @@ std::vector<CallResult> custom_call_results(const Graph& g, const Node& n) {
       int64_t uc = p(1) ? (p(0) ? m : k) : 0, vr = p(1) ? (p(0) ? c : k) : 0;
       return {{cat(batch, {k}), dt}, {cat(batch, {m, uc}), dt}, {cat(batch, {vr, c}), dt}, {batch, i32}};
     }
+    case CustomCallTarget::XlaEigh:
+      square();
+      return {{x.shape, dt}, {cat(batch, {m}), dt}};
     case CustomCallTarget::Sytrf:
       square();
       return {{x.shape, dt}, {cat(batch, {m}), i32}, {batch, i32}};

@@ -12,6 +12,26 @@ std::string triangular_solve_attrs(const Graph&, const Node& n) {
          ", transpose_a = #stablehlo<transpose " + kTranspose[n.attrs.dims.at(3)] + ">";
 }
 
+namespace {
+// The call's attributes. LAPACK targets: api_version 4 (typed FFI), params as a dictionary.
+// XLA's own targets (QrExpander / EighExpander read them): api_version 1, Eigh's config as
+// "lower,sort_eigenvalues,max_iter,tol" (tol relative to the Frobenius norm).
+std::string call_attrs(const CustomCallInfo& info, CustomCallTarget t, const Node& n, DType dt) {
+  std::string attrs = std::string("call_target_name = \"") + info.target[dt == DType::F64 ? 1 : 0] + "\", ";
+  if (is_xla_target(t)) {
+    attrs += "api_version = 1 : i32";
+    if (t == CustomCallTarget::XlaEigh)
+      attrs += std::string(", backend_config = \"") + (n.attrs.dims[1] ? "1" : "0") + ",1,100," +
+               (dt == DType::F64 ? "1e-14" : "1e-6") + "\"";
+    return attrs;
+  }
+  attrs += "api_version = 4 : i32, backend_config = {";
+  for (size_t i = 0; i < info.params.size(); ++i)
+    attrs += (i ? ", " : "") + std::string(info.params[i]) + " = " + std::to_string(n.attrs.dims[1 + i]) + " : i64";
+  return attrs + "}";
+}
+}  // namespace
+
 void emit_custom_call(Emitter& e, int id) {
   const Graph& g = e.graph();
   const Node& n = g.nodes()[id];
@@ -22,12 +42,7 @@ void emit_custom_call(Emitter& e, int id) {
     args.push_back(e.name(o));
     types.push_back(e.type(o));
   }
-  const Node& x = g.nodes()[n.operands[0]];
-  std::string attrs = std::string("call_target_name = \"") + info.target[x.dtype == DType::F64 ? 1 : 0] +
-                      "\", api_version = 4 : i32, backend_config = {";
-  for (size_t i = 0; i < info.params.size(); ++i)
-    attrs += (i ? ", " : "") + std::string(info.params[i]) + " = " + std::to_string(n.attrs.dims[1 + i]) + " : i64";
-  attrs += "}";
+  std::string attrs = call_attrs(info, target_of(n), n, g.nodes()[n.operands[0]].dtype);
   std::string base = e.fresh(id), rtype;
   for (size_t i = 0; i < results.size(); ++i)
     rtype += (i ? ", " : "") + tensor_type(results[i].shape, results[i].dtype);

@@ -18,6 +18,7 @@
 
 #include "base/error.h"
 #include "ir/passes/decompose.h"
+#include "ir/passes/decompose_linalg.h"
 #include "ir/passes/legalize.h"
 #include "runtime/pjrt/client.h"
 #include "runtime/runtime.h"
@@ -92,15 +93,19 @@ class PjrtRuntime final : public runtime::Runtime {
     if (const char* d = std::getenv("TORCH_TPU_DUMP")) dump_dir_ = d;
   }
   const char* name() const override { return "pjrt"; }
-  // Composite (tpu.*) ops become StableHLO first (ir/passes/decompose.h); layouts are
-  // legalized at first run, per layout signature.
+  // LAPACK custom calls become XLA-side computations (ir/passes/decompose_linalg.h) and
+  // composite (tpu.*) ops StableHLO (ir/passes/decompose.h) first; layouts are legalized at
+  // first run, per layout signature.
   std::shared_ptr<runtime::Executable> compile(const ir::Graph& graph) override {
     graph.verify();
-    if (!ir::has_composites(graph)) return std::make_shared<PjrtExecutable>(*this, graph);
+    if (!ir::has_composites(graph) && !ir::has_lapack_calls(graph))
+      return std::make_shared<PjrtExecutable>(*this, graph);
     std::vector<std::string> bad = ir::undecomposable_ops(graph);
     TPU_CHECK(bad.empty(), "[pjrt] an op has no StableHLO form; got ", bad.empty() ? "" : bad[0],
               ", expected ops the plugin can compile");
-    return std::make_shared<PjrtExecutable>(*this, ir::decompose_composites(graph));
+    ir::Graph g = ir::has_lapack_calls(graph) ? ir::decompose_linalg(graph) : graph;
+    if (ir::has_composites(g)) g = ir::decompose_composites(g);
+    return std::make_shared<PjrtExecutable>(*this, g);
   }
   runtime::Buffer* allocate(int dev, size_t nbytes) override {
     check_device(dev);

@@ -101,5 +101,30 @@ TEST(IrLinalg, PrintsStableHlo) {
   EXPECT_NE(h.to_stablehlo().find("backend_config = {lower = 1 : i64, compute_v = 0 : i64}"), std::string::npos);
 }
 
+// XLA's expander targets (pjrt only): geqrf/orgqr result types, Eigh's (v, w); printed with
+// api_version 1 and XLA's string config.
+TEST(IrLinalg, XlaTargets) {
+  Graph g;
+  Value a = g.param(DType::F32, {2, 5, 3}), sq = g.param(DType::F64, {4, 4});
+  Value qr = call(g, T::XlaQr, {a}, 0), tau = call(g, T::XlaQr, {a}, 1);
+  EXPECT_EQ(g.shape(tau), (Shape{2, 3}));
+  Value q = call(g, T::XlaHouseholderProduct, {qr, tau}, 0);
+  EXPECT_EQ(g.shape(q), (Shape{2, 5, 3}));
+  Value v = call(g, T::XlaEigh, {sq}, 0, {0}), w = call(g, T::XlaEigh, {sq}, 1, {0});
+  EXPECT_EQ(g.shape(v), (Shape{4, 4}));
+  EXPECT_EQ(g.shape(w), (Shape{4}));
+  expect_error([&] { call(g, T::XlaEigh, {a}, 0, {1}); }, "must be square");
+  EXPECT_TRUE(is_xla_target(T::XlaEigh));
+  EXPECT_FALSE(is_xla_target(T::LuPivotsToPermutation));
+  g.set_outputs({q, v, w});
+  std::string s = g.to_stablehlo();
+  EXPECT_NE(s.find("{call_target_name = \"Qr\", api_version = 1 : i32} : (tensor<2x5x3xf32>) -> "
+                   "(tensor<2x5x3xf32>, tensor<2x3xf32>)"), std::string::npos) << s;
+  EXPECT_NE(s.find("call_target_name = \"ProductOfElementaryHouseholderReflectors\", api_version = 1 : i32}"),
+            std::string::npos) << s;
+  EXPECT_NE(s.find("{call_target_name = \"Eigh\", api_version = 1 : i32, backend_config = \"0,1,100,1e-14\"}"),
+            std::string::npos) << s;
+}
+
 }  // namespace
 }  // namespace torch_tpu::ir
