@@ -178,6 +178,10 @@ from torch_tpu._internal import decompositions as _decompositions  # noqa: E402
 
 _decompositions.install()
 
+from torch_tpu._internal import multiprocessing as _multiprocessing  # noqa: E402
+
+_multiprocessing.install()
+
 
 def set_runtime(name: str) -> None:
     """Chooses the runtime that executes tpu graphs ("host"; "pjrt" where built), before the
