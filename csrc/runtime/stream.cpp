@@ -86,6 +86,8 @@ class Stream {
     std::unique_lock<std::mutex> lk(mu_);
     done_cv_.wait(lk, [&] { return completed_ >= m; });
   }
+  int64_t busy_ns() const { return busy_ns_.load(std::memory_order_relaxed); }
+
   void wait(uint64_t m) {
     drain(m);
     std::string e;
@@ -187,10 +189,7 @@ class Stream {
   bool sleeping_ = false;
   std::atomic<bool> pending_{false};
 
- public:
-  std::atomic<int64_t> busy_ns_{0};
-
- private:
+  std::atomic<int64_t> busy_ns_{0};  // time the worker spent running commands
   std::thread worker_;  // last: started once every other member is constructed
 };
 
@@ -269,7 +268,7 @@ bool in_bad_fork() { return g_bad_fork.load(); }
 int64_t busy_ns(int dev) {
   if (dev < 0 || dev >= kMaxDevices) return 0;
   Stream* s = g_streams[dev].load(std::memory_order_acquire);
-  return s ? s->busy_ns_.load(std::memory_order_relaxed) : 0;
+  return s ? s->busy_ns() : 0;
 }
 
 void set_observer(const Observer* observer) { g_observer.store(observer, std::memory_order_release); }

@@ -3,7 +3,6 @@ ProfilerActivity.CPU + PrivateUse1 reports each command the device ran (an op's 
 window, a compiled graph, a transfer) with its device time, linked to the op that queued it,
 tpu memory events with profile_memory=True, and a device lane in the Chrome trace."""
 import json
-import os
 
 import pytest
 import torch

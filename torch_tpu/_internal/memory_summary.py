@@ -38,7 +38,7 @@ _METRICS = [
 
 def format_summary(stats, device: int, abbreviated: bool = False) -> str:
     rule, heavy = "-" * 75, "=" * 75
-    lines = [heavy, f" {'':16} PyTorch TPU memory summary, device ID {device:<17d} ", rule,
+    lines = [heavy, f" {'':16} PyTorch TPU memory summary, device ID {device:<18d} ", rule,
              f"  {'':9} TPU OOMs: {stats.get('num_ooms', 0):<13d} | {'':6} alloc retries: "
              f"{stats.get('num_alloc_retries', 0):<13d}  ",
              heavy, "        Metric         | Cur Usage  | Peak Usage | Tot Alloc  | Tot Freed  "]
