@@ -3,23 +3,80 @@
 // compiled graph, a transfer) as a device kernel with its run time on the worker, linked to
 // the ATen op that queued it, so key_averages() shows device time and the Chrome trace has a
 // lane per device. Commands are observed through runtime::stream::Observer (torch-free).
+// Also the legacy profiler's device events (ProfilerStubs), which need no Kineto.
 #include "python/profiler.h"
 
+#include <c10/util/ApproximateClock.h>
+#include <torch/csrc/profiler/stubs/base.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <thread>
+
+#include "device/device.h"
 #include "runtime/stream.h"
+
+namespace torch_tpu::python {
+namespace {
+
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// The legacy profiler (torch.autograd.profiler.profile(use_device="tpu"), use_kineto=False)
+// times each op with device events, as CUDA's fallback does with cudaEvents: an event is a
+// command stamping the time when the stream reaches it; elapsed() is end - start in us.
+struct TpuProfilerStubs final : torch::profiler::impl::ProfilerStubs {
+  void record(c10::DeviceIndex* device, torch::profiler::impl::ProfilerVoidEventStub* event,
+              int64_t* cpu_ns) const override {
+    int dev = device::current_device();
+    if (device) *device = static_cast<c10::DeviceIndex>(dev);
+    auto stamp = std::make_shared<std::atomic<int64_t>>(0);
+    runtime::stream::enqueue(dev, "profiler_event", [stamp] { stamp->store(steady_ns()); });
+    *event = std::shared_ptr<void>(stamp, stamp.get());
+    if (cpu_ns) *cpu_ns = c10::getTime();
+  }
+  float elapsed(const torch::profiler::impl::ProfilerVoidEventStub* a,
+                const torch::profiler::impl::ProfilerVoidEventStub* b) const override {
+    auto* s = static_cast<std::atomic<int64_t>*>(a->get());
+    auto* e = static_cast<std::atomic<int64_t>*>(b->get());
+    if (s->load() == 0 || e->load() == 0) synchronize();
+    if (s->load() == 0 || e->load() == 0) return 0.f;  // the stream failed before reaching them
+    return static_cast<float>(e->load() - s->load()) / 1000.f;
+  }
+  void mark(const char*) const override {}
+  void rangePush(const char*) const override {}
+  void rangePop() const override {}
+  bool enabled() const override { return true; }
+  void onEachDevice(std::function<void(int)> op) const override {
+    for (int d = 0; d < device::device_count(); ++d) op(d);
+  }
+  // Waits for queued commands without raising their errors (the user's next sync does).
+  void synchronize() const override {
+    if (runtime::stream::in_bad_fork() || runtime::stream::on_worker()) return;
+    for (int d = 0; d < device::device_count(); ++d) runtime::stream::drain(d, runtime::stream::mark(d));
+  }
+};
+
+TpuProfilerStubs g_stubs;
+struct RegisterStubs {
+  RegisterStubs() { torch::profiler::impl::registerPrivateUse1Methods(&g_stubs); }
+} g_register_stubs;
+
+}  // namespace
+}  // namespace torch_tpu::python
 
 #ifdef TPU_HAVE_KINETO
 #include <libkineto.h>
 #include <output_base.h>
 #include <torch/csrc/profiler/standalone/privateuse1_profiler.h>
 
-#include <atomic>
-#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
 #include <vector>
-
-#include "device/device.h"
 
 namespace torch_tpu::python {
 namespace {

@@ -88,3 +88,16 @@ def test_chrome_trace_has_device_lane(mode, tmp_path):
     assert any(e["args"]["Device Type"] == int(torch._C._autograd.DeviceType.PrivateUse1) for e in mem)
     if mode is not EagerMode.DEFER_AND_FUSE:
         assert "[tpu] aten::addmm" in {e["name"] for e in kernels}
+
+
+def test_legacy_autograd_profiler_times_ops(mode):
+    """torch.autograd.profiler.profile(use_device="tpu") (no Kineto device lane): device events
+    around each op, as CUDA's fallback; no 'PrivateUse1 used in profiler but not enabled'."""
+    a = torch.randn(64, 64, device="tpu")
+    (a @ a).cpu()
+    with torch.autograd.profiler.profile(use_device="tpu") as prof:
+        (a @ a).tanh().sum().item()
+    rows = {e.key: e for e in prof.key_averages()}
+    assert rows["aten::mm"].device_time_total >= 0 and rows["aten::mm"].count == 1
+    if mode is not EagerMode.DEFER_AND_FUSE:  # fused: the ops only record; the window runs at item()
+        assert sum(e.self_device_time_total for e in rows.values()) > 0
