@@ -249,7 +249,7 @@ _util_samples: dict = {}
 
 def utilization(device=None) -> int:
     """Percent of wall time the device's stream spent running commands since the previous
-    call for this device (the first call: since the stream started), like torch.cuda's
+    call for this device (the first call: since torch_tpu was imported), like torch.cuda's
     utilization over its last sample period. 0 for a device that has run nothing."""
     idx = _index(device)
     now, busy = time.monotonic_ns(), _C._stream_busy_ns(idx)
