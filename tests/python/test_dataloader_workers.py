@@ -25,14 +25,33 @@ class TpuDataset(torch.utils.data.Dataset):
         return torch.full((3,), float(i), device="tpu") * 2
 
 
-@pytest.mark.parametrize("method", ["spawn", "forkserver"])
-def test_dataloader_workers_return_tpu_tensors(method):
-    dl = torch.utils.data.DataLoader(TpuDataset(), batch_size=4, num_workers=2, multiprocessing_context=method,
-                                     timeout=TIMEOUT)
-    batches = list(dl)
+_MODE_ENV = {EagerMode.DEFER_AND_FUSE: {"TORCH_TPU_DEFER_AND_FUSE": "1"},
+             EagerMode.DEFER_NEVER_AND_LAUNCH_BLOCKING: {"TORCH_TPU_LAUNCH_BLOCKING": "1"},
+             EagerMode.DEFER_NEVER: {}}
+
+
+def _check_batches(batches):
     assert [b.device.type for b in batches] == ["tpu", "tpu"]
     want = (torch.arange(8.0) * 2).repeat_interleave(3).reshape(8, 3)
     assert torch.equal(torch.cat([b.cpu() for b in batches]), want)
+
+
+def test_spawn_workers_return_tpu_tensors(mode, monkeypatch):
+    """The workers run in `mode` too: a spawned process reads its mode from the environment."""
+    monkeypatch.delenv("TORCH_TPU_DEFER_AND_FUSE", raising=False)
+    monkeypatch.delenv("TORCH_TPU_LAUNCH_BLOCKING", raising=False)
+    for k, v in _MODE_ENV[mode].items():
+        monkeypatch.setenv(k, v)
+    workers = 2 if mode is EagerMode.DEFER_NEVER else 1  # each spawned worker imports torch: keep it short
+    dl = torch.utils.data.DataLoader(TpuDataset(), batch_size=4, num_workers=workers, multiprocessing_context="spawn",
+                                     timeout=TIMEOUT)
+    _check_batches(list(dl))
+
+
+def test_forkserver_workers_return_tpu_tensors():
+    dl = torch.utils.data.DataLoader(TpuDataset(), batch_size=4, num_workers=2, multiprocessing_context="forkserver",
+                                     timeout=TIMEOUT)
+    _check_batches(list(dl))
 
 
 def test_dataloader_fork_after_tpu_use_raises(mode):
