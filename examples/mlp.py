@@ -74,7 +74,7 @@ def main():
     for i, (a, b) in enumerate(zip(tpu_losses, cpu_losses)):
         print(f"{i:5d} {a:12.6f} {b:12.6f} {abs(a - b) / max(abs(b), 1e-12):10.2e}")
     print(f"time: tpu {t_tpu:.2f} s, cpu {t_cpu:.2f} s")
-    torch_tpu.metrics_report()
+    print(torch_tpu.metrics_report())
 
 
 if __name__ == "__main__":

@@ -182,6 +182,10 @@ from torch_tpu._internal import storage_resize as _storage_resize  # noqa: E402
 
 _storage_resize.install()
 
+from torch_tpu._internal import multiprocessing as _multiprocessing  # noqa: E402
+
+_multiprocessing.install()
+
 
 def set_runtime(name: str) -> None:
     """Chooses the runtime that executes tpu graphs ("host"; "pjrt" where built), before the

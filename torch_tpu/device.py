@@ -1,11 +1,15 @@
 """The torch.tpu device module (registered by `import torch_tpu`).
 
 Same shape as torch.cuda for what PyTorch itself calls (device index, lazy init, RNG, AMP,
-streams/events, memory). Each device has one in-order command stream: Stream objects are
-distinct ids over that queue, so ordering between them is always respected.
+streams/events, memory) and for the torch.cuda habits of users (memory_summary, mem_get_info,
+utilization, is_bf16_supported, get_device_capability, torch.tpu.amp). Each device has one
+in-order command stream: Stream objects are distinct ids over that queue, so ordering between
+them is always respected.
 """
 import collections
 import os
+import sys
+import time
 
 import torch
 
@@ -13,7 +17,6 @@ from torch_tpu import _C
 from torch_tpu._internal.precision import Precision, precision  # noqa: F401  (torch.tpu API)
 
 _initialized = False
-_in_bad_fork = False
 
 
 # --- device index ------------------------------------------------------------------------
@@ -88,27 +91,21 @@ class device_of(device):
 
 
 def is_initialized() -> bool:
-    return _initialized and not _in_bad_fork
+    return _initialized and not _is_in_bad_fork()
 
 
 def _lazy_init() -> None:
     global _initialized
-    if _in_bad_fork:
-        raise RuntimeError("[torch.tpu] cannot use tpu in a forked child: the parent had started its "
-                           "command streams; use the 'spawn' start method")
+    if _is_in_bad_fork():
+        raise RuntimeError("[torch.tpu] cannot use tpu in a forked subprocess: the parent process had "
+                           "started its tpu command streams; use the 'spawn' or 'forkserver' start method")
     _initialized = True
 
 
 def _is_in_bad_fork() -> bool:
-    return _in_bad_fork
-
-
-def _after_fork_in_child():
-    global _in_bad_fork
-    _in_bad_fork = _initialized
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
+    """True in a forked child of a process that had used tpu (as torch.cuda's): every tpu op
+    there raises RuntimeError at once (the stream threads were not copied by fork)."""
+    return _C._in_bad_fork()
 
 
 def synchronize(device=None) -> None:
@@ -120,8 +117,17 @@ def get_device_name(device=None) -> str:
     return "TPU (host runtime)"
 
 
-def get_device_capability(device=None):
-    return ""
+def get_device_capability(device=None) -> tuple:
+    """(major, minor) like torch.cuda's. (1, 0) for every tpu device: the op set and numerics
+    (bf16/fp32, StableHLO semantics) of this release; code that gates on CUDA's compute
+    capability should not read it as an sm_XY number."""
+    _index(device)
+    return (1, 0)
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """bfloat16 is a native tpu dtype (DEFAULT-precision matmuls already run in it)."""
+    return True
 
 
 _DeviceProperties = collections.namedtuple("_TpuDeviceProperties", ["name", "total_memory", "multi_processor_count"])
@@ -217,9 +223,55 @@ def empty_cache() -> None:
     _C._empty_cache()
 
 
+def mem_get_info(device=None) -> tuple:
+    """(free, total) bytes, like torch.cuda.mem_get_info. With TORCH_TPU_MEMORY_CAPACITY set,
+    total is that capacity and free is what the allocator has not reserved of it; without it
+    (the host runtime uses host memory) total is the machine's memory and free the memory the
+    OS reports available."""
+    idx = _index(device)
+    cap = _C._memory_capacity(idx)
+    if cap > 0:
+        return max(cap - memory_reserved(idx), 0), cap
+    page = os.sysconf("SC_PAGE_SIZE")
+    return page * os.sysconf("SC_AVPHYS_PAGES"), page * os.sysconf("SC_PHYS_PAGES")
+
+
+def memory_summary(device=None, abbreviated: bool = False) -> str:
+    """A printable table of the allocator's statistics, in torch.cuda.memory_summary's format."""
+    from torch_tpu._internal.memory_summary import format_summary
+
+    idx = _index(device)
+    return format_summary(memory_stats(idx), idx, abbreviated)
+
+
+_util_samples: dict = {}
+
+
+def utilization(device=None) -> int:
+    """Percent of wall time the device's stream spent running commands since the previous
+    call for this device (the first call: since torch_tpu was imported), like torch.cuda's
+    utilization over its last sample period. 0 for a device that has run nothing."""
+    idx = _index(device)
+    now, busy = time.monotonic_ns(), _C._stream_busy_ns(idx)
+    prev = _util_samples.get(idx)
+    _util_samples[idx] = (now, busy)
+    if prev is None:
+        prev = (_start_ns, 0)
+    wall = now - prev[0]
+    return 0 if wall <= 0 else max(0, min(100, round(100 * (busy - prev[1]) / wall)))
+
+
+_start_ns = time.monotonic_ns()
+
+
 # --- AMP -----------------------------------------------------------------------------------
 def get_amp_supported_dtype():
     return [torch.bfloat16, torch.float16, torch.float32]
+
+
+from torch_tpu import amp  # noqa: E402  (torch.tpu.amp, as torch.cuda.amp)
+
+sys.modules.setdefault("torch.tpu.amp", amp)
 
 
 # --- streams and events ----------------------------------------------------------------------

@@ -68,10 +68,17 @@ class TpuAllocator final : public c10::DeviceAllocator {
  public:
   c10::DataPtr allocate(size_t n) override {
     TORCH_CHECK(capacity_error_.empty(), capacity_error_);
+    // A forked child of a process that used tpu fails at its first tpu tensor, before a
+    // fused window could defer the failure to a later (maybe background-thread) sync.
+    TORCH_CHECK(!runtime::stream::in_bad_fork(),
+                "[tpu] cannot use tpu in a forked subprocess: the parent process had started its tpu "
+                "command streams, whose threads a fork does not copy. To use tpu with multiprocessing "
+                "(DataLoader workers included), use the 'spawn' or 'forkserver' start method");
     int dev = current_device();
     c10::Device device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(dev));
     if (n == 0) return {nullptr, nullptr, &c10::detail::deleteNothing, device};
     void* p = take(dev, n);
+    if (c10::memoryProfilingEnabled()) report(p, dev, +1);
     return {p, p, &TpuAllocator::release, device};
   }
 
@@ -245,6 +252,22 @@ class TpuAllocator final : public c10::DeviceAllocator {
 
   static void release(void* ptr);
 
+  // Tells torch.profiler(profile_memory=True) about a block allocated (sign +1) or freed
+  // (-1) on the calling thread, with the device's totals after it.
+  void report(void* p, int dev, int sign) {
+    int64_t size, allocated, reserved;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      auto it = live_.find(p);
+      if (it == live_.end()) return;
+      size = static_cast<int64_t>(it->second.size);
+      allocated = stats_[dev].allocated_bytes[0].current - (sign < 0 ? size : 0);
+      reserved = stats_[dev].reserved_bytes[0].current;
+    }
+    c10::reportMemoryUsageToProfiler(p, sign * size, allocated, reserved,
+                                     c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(dev)));
+  }
+
   std::mutex mu_;
   DeviceStats stats_[kMaxDevices];
   std::map<size_t, std::vector<Cached>> cache_[kMaxDevices];  // free blocks by size class
@@ -255,7 +278,13 @@ class TpuAllocator final : public c10::DeviceAllocator {
 
 // Leaked on purpose: stream workers may free blocks during static destruction.
 TpuAllocator* const g_allocator = new TpuAllocator();
-void TpuAllocator::release(void* ptr) { g_allocator->put_back(ptr); }
+void TpuAllocator::release(void* ptr) {
+  if (c10::memoryProfilingEnabled()) {
+    int dev = g_allocator->device_of(ptr);
+    if (dev >= 0) g_allocator->report(ptr, dev, -1);
+  }
+  g_allocator->put_back(ptr);
+}
 int g_allocator_device_of(const void* p) { return g_allocator->device_of(p); }
 
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, g_allocator);

@@ -16,6 +16,8 @@
 namespace torch_tpu::device {
 at::Generator new_generator(int dev);  // generator.cpp
 int device_of_ptr(const void* p);      // allocator.cpp: -1 when not a live tpu block
+c10::Allocator* pinned_allocator();    // pinned.cpp
+bool is_pinned_ptr(const void* p);     // pinned.cpp: a storage start from pinned_allocator()
 }
 
 namespace torch_tpu::device {
@@ -37,9 +39,10 @@ struct TpuHooks final : at::PrivateUse1HooksInterface {
     int dev = device_of_ptr(p);
     return {c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(dev >= 0 ? dev : current_device())};
   }
-  // pin_memory=True gets ordinary CPU memory (is_pinned() stays False): host copies are
-  // synchronous memcpys that do not need page-locked memory.
-  c10::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
+  // pin_memory=True gets CPU memory that is_pinned() recognises (pinned.cpp); host copies are
+  // memcpys that need no page locking.
+  c10::Allocator* getPinnedMemoryAllocator() const override { return pinned_allocator(); }
+  bool isPinnedPtr(const void* p) const override { return is_pinned_ptr(p); }
 
   // UntypedStorage.resize_ (FSDP2 frees/re-allocates parameters with it). Does the work
   // itself: at::native::resize_bytes_nocuda would call back here forever.

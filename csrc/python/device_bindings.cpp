@@ -10,6 +10,7 @@
 #include "exec/stream.h"
 #include "runtime/stream.h"
 #include "python/bindings.h"
+#include "python/profiler.h"
 
 namespace py = pybind11;
 
@@ -68,6 +69,9 @@ void init_device_bindings(py::module_& m) {
     while (lo < q && !runtime::stream::done(dev, q - lo)) ++lo;  // done() is monotone in the mark
     return lo;
   });
+  m.def("_in_bad_fork", [] { return runtime::stream::in_bad_fork(); });
+  m.def("_stream_busy_ns", [](int d) { return runtime::stream::busy_ns(index(d)); });
+  m.def("_profiler_available", [] { return profiler_available(); });
   m.def("_current_device", [] { return device::current_device(); });
   m.def("_set_device", [](int d) { device::set_current_device(index(d)); });
   m.def("_exchange_device", [](int d) {

@@ -1,7 +1,10 @@
 // Command stream implementation: a mutex-protected queue and one worker thread per device.
 #include "runtime/stream.h"
 
+#include <pthread.h>
+
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
@@ -30,16 +33,27 @@ uint64_t max_queued() {
   return n;
 }
 
+std::atomic<const Observer*> g_observer{nullptr};
+
+int64_t epoch_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 struct Command {
   const char* name;
   std::function<void()> fn;
+  const Observer* observer;  // set when a profiler watched the enqueue
+  uint64_t tag;
 };
 
 class Stream {
  public:
-  Stream() : worker_([this] { loop(); }) {}
+  explicit Stream(int dev) : dev_(dev), worker_([this] { loop(); }) {}
 
   void push(const char* name, std::function<void()> fn) {
+    const Observer* obs = g_observer.load(std::memory_order_acquire);
+    uint64_t tag = obs ? obs->on_enqueue(dev_, name) : 0;
     bool wake;
     {
       std::unique_lock<std::mutex> lk(mu_);
@@ -51,7 +65,7 @@ class Stream {
         if (wake) cv_.notify_one();
         done_cv_.wait(lk, [&] { return enqueued_ - completed_ < max_queued() * 3 / 4; });
       }
-      q_.push_back({name, std::move(fn)});
+      q_.push_back({name, std::move(fn), obs, tag});
       ++enqueued_;
       wake = sleeping_;
       pending_.store(true, std::memory_order_relaxed);
@@ -73,6 +87,8 @@ class Stream {
     std::unique_lock<std::mutex> lk(mu_);
     done_cv_.wait(lk, [&] { return completed_ >= m; });
   }
+  int64_t busy_ns() const { return busy_ns_.load(std::memory_order_relaxed); }
+
   void wait(uint64_t m) {
     drain(m);
     std::string e;
@@ -122,10 +138,14 @@ class Stream {
       pending_.store(!q_.empty(), std::memory_order_relaxed);
       lk.unlock();
       int64_t ran = 0;
+      auto t0 = std::chrono::steady_clock::now();
       for (Command& c : batch) {
         run_one(c);
         ++ran;
       }
+      busy_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+                             .count(),
+                         std::memory_order_relaxed);
       batch.clear();  // releases what the commands captured, on this thread
       lk.lock();
       completed_ += ran;
@@ -147,6 +167,7 @@ class Stream {
       std::string tag = std::string("[") + c.name + "]";
       return std::string(what).rfind(tag, 0) == 0 ? std::string(what) : tag + middle + what;
     };
+    int64_t start = c.observer ? epoch_ns() : 0;
     try {
       c.fn();
     } catch (const NotImplemented& e) {
@@ -158,6 +179,7 @@ class Stream {
     } catch (const std::exception& e) {
       err = named(e.what(), " asynchronous op failed: ");
     }
+    if (c.observer) c.observer->on_run(dev_, c.name, c.tag, start, epoch_ns());
     if (!err.empty()) {
       std::lock_guard<std::mutex> g(err_mu_);
       if (error_.empty()) {
@@ -167,6 +189,7 @@ class Stream {
     }
   }
 
+  const int dev_;
   std::mutex mu_;
   std::condition_variable cv_, done_cv_;
   std::deque<Command> q_;
@@ -176,19 +199,39 @@ class Stream {
   ErrorKind error_kind_ = ErrorKind::Runtime;
   bool sleeping_ = false;
   std::atomic<bool> pending_{false};
-  std::thread worker_;
+
+  std::atomic<int64_t> busy_ns_{0};  // time the worker spent running commands
+  std::thread worker_;  // last: started once every other member is constructed
 };
 
 std::mutex g_streams_mu;
 std::atomic<Stream*> g_streams[kMaxDevices] = {};
 
+// Set in a forked child when the parent had started streams: their workers are gone.
+std::atomic<bool> g_bad_fork{false};
+
+void after_fork_in_child() {
+  for (auto& s : g_streams)
+    if (s.load(std::memory_order_relaxed)) g_bad_fork.store(true);
+}
+[[maybe_unused]] const int g_atfork = pthread_atfork(nullptr, nullptr, &after_fork_in_child);
+
+void check_fork() {
+  TPU_CHECK(!g_bad_fork.load(std::memory_order_relaxed),
+            "[tpu] cannot use tpu in a forked subprocess: the parent process had started its tpu "
+            "command streams, whose threads a fork does not copy. To use tpu with multiprocessing "
+            "(DataLoader workers included), use the 'spawn' or 'forkserver' start method, or create "
+            "tpu tensors only in the parent");
+}
+
 Stream& get(int dev) {
+  check_fork();
   TPU_CHECK(dev >= 0 && dev < kMaxDevices, "[stream] device index out of range; got ", dev, ", expected 0..",
             kMaxDevices - 1);
   if (Stream* s = g_streams[dev].load(std::memory_order_acquire)) return *s;
   std::lock_guard<std::mutex> lk(g_streams_mu);
   // Leaked on purpose: worker threads must outlive static destruction order games.
-  if (!g_streams[dev].load()) g_streams[dev].store(new Stream(), std::memory_order_release);
+  if (!g_streams[dev].load()) g_streams[dev].store(new Stream(dev), std::memory_order_release);
   return *g_streams[dev].load();
 }
 
@@ -206,26 +249,41 @@ void flush_deferred(int dev) {
 }
 
 uint64_t mark(int dev) {
+  check_fork();
   flush_deferred(dev);
   return get(dev).mark();
 }
-uint64_t queued(int dev) { return get(dev).mark(); }
-bool done(int dev, uint64_t m) { return get(dev).done(m); }
+uint64_t queued(int dev) { return g_bad_fork ? 0 : get(dev).mark(); }
+bool done(int dev, uint64_t m) { return g_bad_fork || get(dev).done(m); }
 void wait(int dev, uint64_t m) { get(dev).wait(m); }
-void drain(int dev, uint64_t m) { get(dev).drain(m); }
+void drain(int dev, uint64_t m) {
+  if (!g_bad_fork) get(dev).drain(m);
+}
 
 void synchronize(int dev) {
+  check_fork();
   flush_deferred(dev);
   Stream& s = get(dev);
   s.wait(s.mark());
 }
 
 void synchronize_all() {
+  check_fork();
   flush_deferred(-1);
   for (int d = 0; d < kMaxDevices; ++d)
     if (Stream* s = g_streams[d].load(std::memory_order_acquire)) s->wait(s->mark());
 }
 
 bool on_worker() { return t_worker; }
+
+bool in_bad_fork() { return g_bad_fork.load(); }
+
+int64_t busy_ns(int dev) {
+  if (dev < 0 || dev >= kMaxDevices) return 0;
+  Stream* s = g_streams[dev].load(std::memory_order_acquire);
+  return s ? s->busy_ns() : 0;
+}
+
+void set_observer(const Observer* observer) { g_observer.store(observer, std::memory_order_release); }
 
 }  // namespace torch_tpu::runtime::stream

@@ -45,4 +45,26 @@ enum class ErrorKind { Runtime, NotImplemented, Index };
 using Thrower = void (*)(ErrorKind kind, const std::string& message);
 void set_thrower(Thrower t);
 
+// A forked child of a process whose streams had started has no worker threads (fork copies
+// only the calling thread): enqueue, mark, wait and synchronize then raise at once instead of
+// hanging ("use the 'spawn' start method"); queued/done/drain are no-ops there, so storages
+// inherited from the parent can still be freed. True in such a child.
+bool in_bad_fork();
+
+// Nanoseconds device `dev`'s worker has spent running commands since its stream started
+// (0 for a stream not started); for torch.tpu.utilization.
+int64_t busy_ns(int dev);
+
+// Observes commands while a profiler runs. `on_enqueue` runs on the queuing thread inside
+// enqueue() and returns a tag kept with the command; `on_run` runs on the worker after the
+// command, with its start and end in nanoseconds since the Unix epoch (system_clock). Both
+// must be thread-safe and must not touch the stream. The pointer is read at each enqueue and
+// must stay valid for the life of the process (a static); nullptr removes it. A command
+// queued while none was set is not reported.
+struct Observer {
+  uint64_t (*on_enqueue)(int dev, const char* name);
+  void (*on_run)(int dev, const char* name, uint64_t tag, int64_t start_ns, int64_t end_ns);
+};
+void set_observer(const Observer* observer);
+
 }  // namespace torch_tpu::runtime::stream

@@ -29,7 +29,10 @@ def get_eager_mode() -> EagerMode:
 
 
 def set_eager_mode(mode: EagerMode) -> None:
-    """Sets the process-wide mode (pending work is finished first)."""
+    """Sets the process-wide mode (pending work is finished first): global, like
+    torch.set_default_dtype and TorchTPU's set_eager_mode, so a mode set in one thread is the
+    mode of every thread (DataLoader threads, autograd workers) that has no `eager_mode(...)`
+    block of its own. For one thread only, use the `eager_mode(mode)` context manager."""
     v = _check(mode)
     _C._synchronize_all()
     _C._set_eager_mode(v)

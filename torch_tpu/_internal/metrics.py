@@ -22,7 +22,8 @@ def metrics() -> dict:
 
 
 def metrics_report() -> str:
-    """Prints and returns a readable report of metrics()."""
+    """A readable report of metrics(), returned (not printed), like torch's summaries:
+    `print(torch_tpu.metrics_report())`."""
     m = metrics()
     lines = ["torch_tpu metrics"]
 
@@ -37,6 +38,4 @@ def metrics_report() -> str:
                 lines.append("  " * indent + f"{k}: {v}")
 
     emit(m)
-    text = "\n".join(lines)
-    print(text)
-    return text
+    return "\n".join(lines)

@@ -3,8 +3,12 @@
 // executable writes only its outputs.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "base/error.h"
@@ -96,6 +100,73 @@ TEST(RuntimeSeam, StreamRunsInOrderAndReportsTheFailingCommand) {
   runtime::stream::enqueue(dev, "later", [&after] { ++after; });  // the stream works again
   runtime::stream::synchronize(dev);
   EXPECT_EQ(after.load(), 1);
+}
+
+// The profiler's view: each command queued while an observer is set is reported once, on the
+// worker, with the tag its enqueue returned and its run interval; busy time accumulates.
+std::atomic<int> g_enqueued{0}, g_ran{0}, g_bad_tags{0};
+uint64_t observe_enqueue(int, const char*) { return 1000 + g_enqueued++; }
+void observe_run(int dev, const char* name, uint64_t tag, int64_t start, int64_t end) {
+  if (dev != 4 || std::string(name) != "observed" || tag != 1000u + g_ran.load() || end < start || start <= 0)
+    ++g_bad_tags;
+  ++g_ran;
+}
+const runtime::stream::Observer kObserver{&observe_enqueue, &observe_run};
+
+TEST(RuntimeSeam, StreamObserverSeesEachCommandAndBusyTimeGrows) {
+  const int dev = 4;  // a device no other test uses
+  runtime::stream::enqueue(dev, "unobserved", [] {});
+  runtime::stream::synchronize(dev);
+  int64_t busy0 = runtime::stream::busy_ns(dev);
+  runtime::stream::set_observer(&kObserver);
+  for (int i = 0; i < 10; ++i)
+    runtime::stream::enqueue(dev, "observed", [] {
+      volatile double x = 0;
+      for (int k = 0; k < 100000; ++k) x = x + k;
+    });
+  runtime::stream::set_observer(nullptr);
+  runtime::stream::enqueue(dev, "unobserved", [] {});
+  runtime::stream::synchronize(dev);
+  EXPECT_EQ(g_enqueued.load(), 10);
+  EXPECT_EQ(g_ran.load(), 10);
+  EXPECT_EQ(g_bad_tags.load(), 0);
+  EXPECT_GT(runtime::stream::busy_ns(dev), busy0);
+  EXPECT_EQ(runtime::stream::busy_ns(15), 0);  // never started
+}
+
+// fork() copies only the calling thread: a child of a process whose streams ran must fail at
+// once instead of waiting for a worker that does not exist there.
+TEST(RuntimeSeam, ForkedChildRaisesInsteadOfHanging) {
+  const int dev = 5;
+  runtime::stream::enqueue(dev, "parent", [] {});
+  runtime::stream::synchronize(dev);
+  ASSERT_FALSE(runtime::stream::in_bad_fork());
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    alarm(20);  // a hang kills the child, and the test sees it
+    int code = 0;
+    if (!runtime::stream::in_bad_fork()) code |= 1;
+    try {
+      runtime::stream::enqueue(dev, "child", [] {});
+      code |= 2;
+    } catch (const Error& e) {
+      if (std::string(e.what()).find("forked subprocess") == std::string::npos) code |= 4;
+    }
+    try {
+      runtime::stream::synchronize(6);
+      code |= 8;
+    } catch (const Error&) {
+    }
+    if (!runtime::stream::done(dev, runtime::stream::queued(dev))) code |= 16;  // frees still work
+    _exit(code);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child hung or crashed";
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  runtime::stream::enqueue(dev, "parent", [] {});  // the parent is unaffected
+  runtime::stream::synchronize(dev);
 }
 
 TEST(RuntimeSeam, SelectionKnowsTheRuntimes) {
