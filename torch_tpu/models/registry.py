@@ -36,11 +36,9 @@ def _clip_config(fam):
     from transformers import AutoConfig
 
     k = KINDS["clip"]
-    text = {key: v for key, v in k.text.items() if v is not None}
-    text.update(fam.overrides.get("text", {}))
-    vision = {**k.vision, "num_labels": 2, **fam.overrides.get("vision", {})}
-    vision.pop("num_labels")
-    vision.pop("num_channels")
+    text = {key: v for key, v in {**k.text, **fam.overrides.get("text", {})}.items() if v is not None and v is not DROP}
+    vision = {**k.vision, **fam.overrides.get("vision", {})}
+    vision = {key: v for key, v in vision.items() if v is not DROP and key not in ("num_labels", "num_channels")}
     return AutoConfig.for_model(fam.name, text_config=text, vision_config=vision,
                                 **{key: v for key, v in fam.overrides.items() if key not in ("text", "vision")})
 
@@ -49,6 +47,9 @@ _T5 = dict(d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=2, num_
            relative_attention_num_buckets=8, decoder_start_token_id=0)
 _MLA = dict(kv_lora_rank=16, q_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=8,
             head_dim=8, n_group=1, topk_group=1, n_shared_experts=1, first_k_dense_replace=1)
+# Swin maps num_attention_heads/num_hidden_layers onto its per-stage lists.
+_SWIN = dict(embed_dim=16, depths=[1, 1], num_attention_heads=[2, 2], num_hidden_layers=DROP, hidden_size=DROP,
+             window_size=2, patch_size=4)
 _CONV_STAGES = dict(hidden_sizes=[16, 32], depths=[1, 1], num_stages=2)
 
 _ROWS = [
@@ -81,6 +82,7 @@ _ROWS = [
     ("flex_olmo", "moe-lm", {}), ("afmoe", "moe-lm", {}), ("exaone_moe", "moe-lm", {}),
     ("cohere2_moe", "moe-lm", {}), ("llama4_text", "moe-lm", {}), ("solar_open", "moe-lm", {}),
     ("laguna", "moe-lm", {}), ("minimax_m2", "moe-lm", {}),
+    ("dots1", "moe-lm", {"n_shared_experts": 1, "first_k_dense_replace": 1, "n_group": 1, "topk_group": 1}),
     # encoders (masked LM)
     ("bert", "masked-lm", {}), ("roberta", "masked-lm", {}), ("distilbert", "masked-lm", {"dim": 32, "hidden_dim": 64, "n_layers": 2, "n_heads": 4}),
     ("albert", "masked-lm", {"embedding_size": 16}), ("electra", "masked-lm", {"embedding_size": 16}),
@@ -93,6 +95,10 @@ _ROWS = [
     ("data2vec-text", "masked-lm", {}), ("roberta-prelayernorm", "masked-lm", {}), ("big_bird", "masked-lm", {"attention_type": "original_full"}),
     ("fnet", "masked-lm", {}), ("eurobert", "masked-lm", {}), ("nomic_bert", "masked-lm", {}),
     ("yoso", "masked-lm", {}), ("mra", "masked-lm", {}),
+    ("mobilebert", "masked-lm", {"embedding_size": 32, "intra_bottleneck_size": 32, "true_hidden_size": 32, "num_feedforward_networks": 1}),
+    ("squeezebert", "masked-lm", {"embedding_size": 32}),
+    ("funnel", "masked-lm", {"block_sizes": [1, 1], "num_decoder_layers": 1, "d_model": 32, "n_head": 4, "d_head": 8,
+                             "d_inner": 64, "num_hidden_layers": DROP}),
     # seq2seq
     ("t5", "seq2seq", _T5), ("mt5", "seq2seq", _T5), ("umt5", "seq2seq", _T5),
     ("longt5", "seq2seq", {**_T5, "encoder_attention_type": "local", "local_radius": 4}),
@@ -105,20 +111,21 @@ _ROWS = [
     ("bigbird_pegasus", "seq2seq", {"attention_type": "original_full"}), ("pegasus_x", "seq2seq", {"block_size": 4, "num_global_tokens": 4}),
     ("mvp", "seq2seq", {}),
     # vision
-    ("vit", "image", {}), ("deit", "image", {}), ("beit", "image", {}), ("dinov2", "image", {}),
+    ("vit", "image", {}), ("deit", "image", {"architectures": ["DeiTForImageClassification"]}), ("beit", "image", {}), ("dinov2", "image", {}),
     ("dinov2_with_registers", "image", {}), ("vit_msn", "image", {}), ("data2vec-vision", "image", {}), ("ijepa", "image", {}),
     ("resnet", "image", {"embedding_size": 16, "hidden_sizes": [16, 32], "depths": [1, 1], "layer_type": "basic"}),
     ("convnext", "image", {**_CONV_STAGES, "patch_size": 4}), ("convnextv2", "image", {**_CONV_STAGES, "patch_size": 4}),
-    ("swin", "image", {"embed_dim": 16, "depths": [1, 1], "num_heads": [2, 2], "window_size": 2, "patch_size": 4}),
-    ("swinv2", "image", {"embed_dim": 16, "depths": [1, 1], "num_heads": [2, 2], "window_size": 2, "patch_size": 4}),
-    ("regnet", "image", {"embedding_size": 16, "hidden_sizes": [16, 32], "depths": [1, 1], "groups_width": 8, "layer_type": "x"}),
+    ("swin", "image", _SWIN), ("swinv2", "image", _SWIN),
     # audio
     ("whisper", "speech-seq2seq", {}),
     ("wav2vec2", "audio-ctc", {}), ("hubert", "audio-ctc", {}), ("wavlm", "audio-ctc", {"num_buckets": 16, "max_bucket_distance": 64}),
     ("data2vec-audio", "audio-ctc", {}), ("unispeech", "audio-ctc", {}), ("unispeech-sat", "audio-ctc", {}),
     ("sew", "audio-ctc", {}), ("sew-d", "audio-ctc", {}), ("wav2vec2-conformer", "audio-ctc", {}),
     # multimodal
-    ("clip", "clip", {}), ("siglip", "clip", {}),
+    ("clip", "clip", {}), ("siglip", "clip", {}), ("chinese_clip", "clip", {}), ("altclip", "clip", {}),
+    ("owlvit", "clip", {}), ("groupvit", "clip", {"vision": {"depths": [1, 1], "num_group_tokens": [8, 0],
+                                                             "num_output_groups": [8, 8], "num_hidden_layers": DROP}}),
+    ("clipseg", "clip", {}), ("metaclip_2", "clip", {}),
 ]
 
 FAMILIES = {name: Family(name, kind, overrides) for name, kind, overrides in _ROWS}
