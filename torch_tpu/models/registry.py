@@ -130,6 +130,10 @@ _ROWS = [
 
 FAMILIES = {name: Family(name, kind, overrides) for name, kind, overrides in _ROWS}
 
+# Families whose training forward samples (e.g. GroupViT's gumbel-softmax): their backward
+# runs in eval mode, so both sides compute the same function (tpu RNG streams differ from CPU's).
+EVAL_BACKWARD = {"groupvit": "gumbel-softmax sampling in training mode"}
+
 # The CI subset: one or two per kind, the announced ones first.
 FAST = ("llama", "qwen3_moe", "bert", "t5", "vit", "whisper", "clip")
 

@@ -17,6 +17,10 @@ def run(names=None, fast=False, modes=MODES, limit_s=300.0, progress=True):
     fams = registry.select(names, fast)
     report = {"kind": "models", "runtime": torch_tpu.get_runtime(), "modes": list(modes),
               "transformers": _transformers_version(), "families": {}}
+    import transformers
+
+    prev_verbosity = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()  # generate's notes on tiny configs
     prev_fb = _C._set_cpu_fallback(False)
     prev_prec = torch_tpu.get_matmul_precision()
     torch_tpu.set_matmul_precision("highest")
@@ -32,6 +36,7 @@ def run(names=None, fast=False, modes=MODES, limit_s=300.0, progress=True):
         bar.done()
         _C._set_cpu_fallback(prev_fb)
         torch_tpu.set_matmul_precision(prev_prec)
+        transformers.logging.set_verbosity(prev_verbosity)
     report["elapsed_s"] = round(time.time() - t0, 1)
     report["summary"] = summary(report)
     return report
