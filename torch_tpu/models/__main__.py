@@ -43,10 +43,7 @@ def main(argv=None):
         with open(a.from_json) as f:
             report = json.load(f)
     else:
-        report = run(names, a.fast, modes, a.time_limit, not a.quiet)
-        if a.json:
-            with open(a.json, "w") as f:
-                json.dump(report, f, indent=1, default=sorted)
+        report = run(names, a.fast, modes, a.time_limit, not a.quiet, a.json)
     problems = []
     if a.update_expected:
         n = expected.update(report)

@@ -12,8 +12,10 @@ from torch_tpu.models.runner import FAILURES, MODES, run_family
 from torch_tpu.opinfo.common import Progress
 
 
-def run(names=None, fast=False, modes=MODES, limit_s=300.0, progress=True):
-    """Runs the families (names, the CI subset, or all) in `modes`; returns the report."""
+def run(names=None, fast=False, modes=MODES, limit_s=300.0, progress=True, json_path=None):
+    """Runs the families (names, the CI subset, or all) in `modes`; returns the report.
+    json_path: the report so far is written there after each family (a long run can be
+    read, or checked with --from-json, while it goes on)."""
     fams = registry.select(names, fast)
     report = {"kind": "models", "runtime": torch_tpu.get_runtime(), "modes": list(modes),
               "transformers": _transformers_version(), "families": {}}
@@ -32,14 +34,27 @@ def run(names=None, fast=False, modes=MODES, limit_s=300.0, progress=True):
             res = run_family(fam, modes, limit_s)
             report["families"][fam.name] = res
             bar.update(i + 1, fam.name, _verdict(res))
+            if json_path:
+                _write(report, json_path, time.time() - t0)
     finally:
         bar.done()
         _C._set_cpu_fallback(prev_fb)
         torch_tpu.set_matmul_precision(prev_prec)
         transformers.logging.set_verbosity(prev_verbosity)
+    if json_path:
+        _write(report, json_path, time.time() - t0)
     report["elapsed_s"] = round(time.time() - t0, 1)
     report["summary"] = summary(report)
     return report
+
+
+def _write(report, path, elapsed):
+    import json
+
+    report["elapsed_s"] = round(elapsed, 1)
+    report["summary"] = summary(report)
+    with open(path, "w") as f:
+        json.dump(report, f, indent=1)
 
 
 def _transformers_version():
