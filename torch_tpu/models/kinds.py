@@ -25,7 +25,8 @@ _NO_DROPOUT = dict(
     feat_proj_dropout=0.0, final_dropout=0.0, mask_time_prob=0.0, mask_feature_prob=0.0,
     encoder_layerdrop=0.0, decoder_layerdrop=0.0, embedding_dropout=0.0, summary_first_dropout=0.0,
     residual_dropout=0.0, ffn_dropout=0.0, emb_dropout=0.0, classifier_dropout_prob=0.0,
-    hidden_dropout_rate=0.0, attention_dropout_rate=0.0, router_jitter_noise=0.0,
+    hidden_dropout_rate=0.0, attention_dropout_rate=0.0, router_jitter_noise=0.0, conformer_conv_dropout=0.0,
+    moe_token_dropout=0.0, qa_dropout=0.0, seq_classif_dropout=0.0, summary_last_dropout=0.0,
 )
 _SEQ2SEQ = dict(
     vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,

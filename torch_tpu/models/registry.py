@@ -46,7 +46,8 @@ def _clip_config(fam):
 _T5 = dict(d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=2, num_heads=4,
            relative_attention_num_buckets=8, decoder_start_token_id=0)
 _MLA = dict(kv_lora_rank=16, q_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=8,
-            head_dim=8, n_group=1, topk_group=1, n_shared_experts=1, first_k_dense_replace=1)
+            head_dim=8, n_group=1, topk_group=1, n_shared_experts=1, first_k_dense_replace=1,
+            num_key_value_heads=4)  # MLA: one key/value head per query head, as the real configs
 # Swin maps num_attention_heads/num_hidden_layers onto its per-stage lists.
 _SWIN = dict(embed_dim=16, depths=[1, 1], num_attention_heads=[2, 2], num_hidden_layers=DROP, hidden_size=DROP,
              window_size=2, patch_size=4)

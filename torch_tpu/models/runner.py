@@ -109,10 +109,27 @@ class Reference:
         if phase not in self._cache:
             m = copy.deepcopy(self.model)
             self._cache[phase] = run_phase(phase, m, self.kind, self.inputs(phase), self.train)
+            if phase == "backward":
+                self._check_deterministic(self._cache[phase])
         return self._cache[phase]
 
+    def _check_deterministic(self, first):
+        """A second CPU training step under another seed must agree: otherwise something samples
+        in training mode (a dropout the config left on, noise) and tpu can't be compared."""
+        again = run_phase("backward", copy.deepcopy(self.model), self.kind, self.inputs("backward"), self.train, seed=1)
+        try:
+            judge("backward", _on_device(again), first)
+        except Mismatch as e:
+            raise RuntimeError(f"the CPU training step is random (dropout or sampling left on): {e}") from None
 
-def run_phase(phase, model, kind, inputs, train=True):
+
+def _on_device(result):
+    """A CPU backward result as judge() expects tpu results (a test of the reference itself)."""
+    loss, grads = result
+    return loss.to(DEV), {n: None if g is None else g.to(DEV) for n, g in grads.items()}
+
+
+def run_phase(phase, model, kind, inputs, train=True, seed=0):
     """Runs `phase` on `model` (CPU or tpu); returns what is compared: a tensor (forward),
     (loss, {name: grad}) for backward, generated ids for generate."""
     if phase == "forward":
@@ -121,7 +138,7 @@ def run_phase(phase, model, kind, inputs, train=True):
             return _output(model(**inputs), kind)
     if phase == "backward":
         model.train(train)
-        _seed(0)
+        _seed(seed)
         loss = model(**inputs).loss
         loss.backward()
         return loss.detach(), {n: p.grad for n, p in model.named_parameters() if p.requires_grad}
