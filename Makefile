@@ -2,7 +2,7 @@
 IN_ENV := tools/in-env
 BUILD := build
 
-.PHONY: all build demo demo-mlp test test-pjrt test-cpp test-py test-dist clean env opinfo pjrt-plugin
+.PHONY: all build demo demo-mlp test test-pjrt test-cpp test-py test-dist clean env opinfo models pjrt-plugin
 
 all: build
 
@@ -45,6 +45,11 @@ test-dist: build
 # Conformance: PyTorch's op_db and module_db on tpu vs CPU (README "Conformance"; ~25 min).
 opinfo: build
 	$(IN_ENV) python3 -m torch_tpu.opinfo --modules --json $(BUILD)/opinfo.json
+
+# Model coverage: Hugging Face families (tiny configs) in strict, fused and compile modes vs CPU
+# (README "Model coverage"; torch_tpu/models/README.md).
+models: build
+	$(IN_ENV) python3 -m torch_tpu.models --json $(BUILD)/models.json
 
 test-cpp: build
 	$(IN_ENV) ./$(BUILD)/tpu_cpp_tests --gtest_brief=1
