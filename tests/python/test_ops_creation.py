@@ -176,3 +176,16 @@ def test_random_empty_and_scalar_shapes():
     assert torch.rand(0, 3, device=DEV).shape == (0, 3)
     assert torch.randn((), device=DEV).shape == ()
     assert torch.randint(0, 2, (), device=DEV).dtype == torch.int64
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.float32])
+def test_randperm_is_a_seeded_permutation(dtype):
+    torch.manual_seed(3)
+    a = torch.randperm(50, device="tpu", dtype=dtype)
+    assert a.device.type == "tpu" and a.dtype == dtype
+    assert torch.equal(a.cpu().sort().values, torch.arange(50, dtype=dtype))
+    torch.manual_seed(3)
+    assert torch.equal(torch.randperm(50, device="tpu", dtype=dtype).cpu(), a.cpu())
+    b = torch.randperm(50, device="tpu", dtype=dtype)
+    assert not torch.equal(a.cpu(), b.cpu())
+    assert torch.randperm(0, device="tpu").numel() == 0

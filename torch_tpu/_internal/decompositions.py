@@ -206,6 +206,15 @@ def _fixes():
         growth_tracker.copy_(torch.where(inf | grow, torch.zeros_like(growth_tracker), counted))
         return scale
 
+    def randperm_out(n, *, generator=None, out):
+        # A uniformly random permutation: the order of n uniform f64 keys (ties have
+        # probability ~n^2 / 2^54), drawn from the tpu generator, so torch.manual_seed
+        # reproduces it (not CPU's sequence, as with CUDA).
+        keys = torch.rand(n, dtype=torch.float64, device=out.device, generator=generator)
+        perm = keys.argsort()
+        out.resize_(n)
+        return out.copy_(perm)
+
     aten = torch.ops.aten
     from torch._decomp import decomposition_table as table
 
@@ -266,4 +275,5 @@ def _fixes():
             aten.embedding_renorm_.default: embedding_renorm_,
             aten._weight_norm_interface_backward.default: weight_norm_interface_backward,
             aten._amp_foreach_non_finite_check_and_unscale_.default: amp_non_finite_check_and_unscale_,
-            aten._amp_update_scale_.default: amp_update_scale_}
+            aten._amp_update_scale_.default: amp_update_scale_,
+            aten.randperm.generator_out: randperm_out}
