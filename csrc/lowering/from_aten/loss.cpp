@@ -92,17 +92,21 @@ std::vector<Value> nll_backward(Lower& L, Args a) {
   return one(L.g.convert(L.g.reshape(r, shape_of(input)), dt));
 }
 
+// An elementwise loss reduced as `reduction` asks (none, sum, mean), in dtype ct.
+Value reduce_loss(Lower& L, Value loss, int64_t reduction, DType ct) {
+  if (reduction == kNone) return loss;
+  std::vector<int64_t> all;
+  for (size_t i = 0; i < L.g.shape(loss).size(); ++i) all.push_back(static_cast<int64_t>(i));
+  Value r = L.g.reduce(loss, Reducer::Sum, all);
+  if (reduction == kMean) r = L.g.binary(OpCode::Div, r, L.cst(double(ir::numel(L.g.shape(loss))), ct));
+  return r;
+}
+
 std::vector<Value> mse(Lower& L, Args a) {
   DType dt = to_ir(result_type(a[0], a[1]), L.op()), ct = opmath(dt);
   Value d = bin(L, OpCode::Sub, L.in(a[0].toTensor(), ct), L.in(a[1].toTensor(), ct));
   Value sq = L.g.binary(OpCode::Mul, d, d);
-  int64_t reduction = a[2].toInt();
-  if (reduction == kNone) return one(L.g.convert(sq, dt));
-  std::vector<int64_t> all;
-  for (size_t i = 0; i < L.g.shape(sq).size(); ++i) all.push_back(static_cast<int64_t>(i));
-  Value r = L.g.reduce(sq, Reducer::Sum, all);
-  if (reduction == kMean) r = L.g.binary(OpCode::Div, r, L.cst(double(ir::numel(L.g.shape(sq))), ct));
-  return one(L.g.convert(r, dt));
+  return one(L.g.convert(reduce_loss(L, sq, a[2].toInt(), ct), dt));
 }
 
 // binary_cross_entropy(self, target, weight?, reduction): CPU's
@@ -122,13 +126,7 @@ std::vector<Value> bce(Lower& L, Args a) {
   Value loss = L.g.binary(OpCode::Sub, L.g.binary(OpCode::Mul, L.g.binary(OpCode::Sub, t, L.cst_like(1, t)), l1),
                           L.g.binary(OpCode::Mul, t, l0));
   if (a[2].isTensor() && a[2].toTensor().defined()) loss = bin(L, OpCode::Mul, loss, L.in(a[2].toTensor(), ct));
-  int64_t reduction = a[3].toInt();
-  if (reduction == kNone) return one(L.g.convert(loss, dt));
-  std::vector<int64_t> all;
-  for (size_t i = 0; i < L.g.shape(loss).size(); ++i) all.push_back(static_cast<int64_t>(i));
-  Value r = L.g.reduce(loss, Reducer::Sum, all);
-  if (reduction == kMean) r = L.g.binary(OpCode::Div, r, L.cst(double(ir::numel(L.g.shape(loss))), ct));
-  return one(L.g.convert(r, dt));
+  return one(L.g.convert(reduce_loss(L, loss, a[3].toInt(), ct), dt));
 }
 
 // mse_loss_backward(grad_output, self, target, reduction)
