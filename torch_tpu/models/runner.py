@@ -87,6 +87,19 @@ def _output(out, kind):
     return v
 
 
+def _untie_routers(model):
+    """Router weights that transformers initializes to zero (afmoe, ernie4_5_moe) give every
+    expert the same score, so top-k picks by its tie order, which is implementation-defined
+    (CPU's comes from a partial sort; tpu's takes the lowest index first, as a stable sort).
+    Random small values make routing depend on the data, as in a trained model."""
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            routerish = "router" in name or name.endswith("mlp.gate.weight")
+            if routerish and p.dim() == 2 and p.numel() > 0 and not p.any():
+                p.copy_(torch.randn(p.shape, generator=g) * 0.02)
+
+
 class Reference:
     """The CPU side of a family: model, inputs and results of each phase (computed lazily)."""
 
@@ -95,6 +108,7 @@ class Reference:
         self.config = fam.build_config()
         _seed(0)
         self.model = fam.build_model(self.config).float()
+        _untie_routers(self.model)
         self.params = sum(p.numel() for p in self.model.parameters())
         self.train = fam.name not in EVAL_BACKWARD
         self._cache = {}
