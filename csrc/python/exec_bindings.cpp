@@ -14,6 +14,7 @@
 #include "python/bindings.h"
 #include "runtime/compile_cache.h"
 #include "runtime/host/gemm.h"
+#include "runtime/pjrt/disk_cache.h"
 #include "runtime/runtime.h"
 
 namespace py = pybind11;
@@ -58,6 +59,12 @@ void init_exec_bindings(py::module_& m) {
       entries.append(x);
     }
     d["per_entry_stats"] = entries;
+    // The pjrt runtime's persistent executable cache (runtime/pjrt/disk_cache.h).
+    pjrt::DiskCacheStats disk = pjrt::DiskCache::stats();
+    d["num_disk_hits"] = disk.hits;
+    d["num_disk_misses"] = disk.misses;
+    d["num_disk_writes"] = disk.writes;
+    d["num_disk_errors"] = disk.errors;
     return d;
   });
   m.def("_clear_cache", [] { runtime::CompileCache::global().clear(); });

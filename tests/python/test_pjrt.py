@@ -96,3 +96,46 @@ def test_rejected_program_names_op_and_dump(tmp_path):
     assert "ERR [aten::linalg_ldl_factor_ex]" in r.stdout and "module dumped to " + str(tmp_path) in r.stdout
     assert "ALIVE 4.0" in r.stdout  # the device keeps working
     assert list(tmp_path.glob("module_*.mlir"))
+
+
+_DISK = r"""
+import json, torch, torch_tpu
+g = torch.Generator().manual_seed(0)
+x = torch.randn(16, 32, generator=g).to("tpu")
+w = torch.randn(32, 8, generator=g).to("tpu")
+y = ((x @ w).relu().sum(0) * 0.5).cpu()
+s = torch.tpu._get_cache_stats()
+print(json.dumps({"y": y.tolist(), **{k: v for k, v in s.items() if k.startswith("num_disk")}}))
+"""
+
+
+def _disk_run(cache_dir):
+    r = _run(_DISK, TORCH_TPU_RUNTIME="pjrt", TORCH_TPU_CACHE_DIR=str(cache_dir))
+    assert r.returncode == 0, r.stderr[-2000:]
+    import json
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_executables_persist_on_disk(tmp_path):
+    first = _disk_run(tmp_path)
+    entries = sorted((tmp_path / "xla").glob("*.xla"))
+    assert first["num_disk_writes"] == len(entries) > 0 and first["num_disk_hits"] == 0
+    second = _disk_run(tmp_path)  # a new process loads what the first compiled
+    assert second["num_disk_hits"] == len(entries) and second["num_disk_writes"] == 0
+    assert second["y"] == first["y"]
+    # Entries the plugin cannot load (damaged payload, valid framing) are recompiled and replaced.
+    for e in entries:
+        b = bytearray(e.read_bytes())
+        key_len = int.from_bytes(b[8:16], "little")
+        at = 16 + key_len + 8
+        e.write_bytes(bytes(b[:at]) + b"not an executable")
+    third = _disk_run(tmp_path)
+    assert third["num_disk_errors"] == len(entries) and third["num_disk_writes"] == len(entries)
+    assert third["y"] == first["y"]
+    assert _disk_run(tmp_path)["num_disk_hits"] == len(entries)
+
+
+def test_disk_cache_off(tmp_path):
+    off = _run(_DISK, TORCH_TPU_RUNTIME="pjrt", TORCH_TPU_CACHE_DIR="off", HOME=str(tmp_path))
+    assert off.returncode == 0, off.stderr[-2000:]
+    assert '"num_disk_writes": 0' in off.stdout and not list(tmp_path.rglob("*.xla"))

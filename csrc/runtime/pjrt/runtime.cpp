@@ -21,6 +21,7 @@
 #include "ir/passes/decompose_linalg.h"
 #include "ir/passes/legalize.h"
 #include "runtime/pjrt/client.h"
+#include "runtime/pjrt/disk_cache.h"
 #include "runtime/runtime.h"
 
 namespace torch_tpu::pjrt {
@@ -91,6 +92,11 @@ class PjrtRuntime final : public runtime::Runtime {
               "or the XLA CPU plugin installed by tools/pjrt-plugin");
     client_ = Client::create(Plugin::load(path));
     if (const char* d = std::getenv("TORCH_TPU_DUMP")) dump_dir_ = d;
+    const Plugin& p = client_->plugin();
+    identity_ = "platform=" + client_->platform_name() + " " + client_->platform_version() +
+                "\nxla=" + std::to_string(p.xla_version()) + "\napi=" + std::to_string(p.api_major()) + "." +
+                std::to_string(p.api_minor()) + "\ndevice=" +
+                (client_->devices().empty() ? std::string("none") : client_->devices()[0].kind) + "\n";
   }
   const char* name() const override { return "pjrt"; }
   // LAPACK custom calls become XLA-side computations (ir/passes/decompose_linalg.h) and
@@ -156,17 +162,38 @@ class PjrtRuntime final : public runtime::Runtime {
   std::shared_ptr<DeviceBuffer> upload(int dev, const void* data, ir::DType dt, const std::vector<int64_t>& dims) {
     return std::make_shared<DeviceBuffer>(client_->to_device(data, dt, dims, dev));
   }
+  // Compiles `text`, or loads the executable a previous process compiled from the same text
+  // with the same plugin (disk_cache.h). TORCH_TPU_DUMP=dir writes the module first.
   Executable compile_text(const std::string& text) {
+    CompileOptions opts{.portable = true};
+    std::string dumped;
     if (!dump_dir_.empty()) {
-      std::string path = dump_dir_ + "/module_" + std::to_string(std::hash<std::string>()(text)) + ".mlir";
-      std::ofstream(path) << text;
+      dumped = dump_dir_ + "/module_" + std::to_string(std::hash<std::string>()(text)) + ".mlir";
+      std::ofstream(dumped) << text;
+    }
+    std::string key = identity_ + "options=" + opts.bytes() + "\n" + text;
+    if (std::optional<std::string> bytes = disk_.load(key)) {
       try {
-        return client_->compile(text, CompileOptions{.portable = true});
-      } catch (const Error& e) {
-        throw Error(std::string(e.what()) + " (module dumped to " + path + ")");
+        return client_->deserialize(*bytes);
+      } catch (const Error&) {
+        DiskCache::count_error();  // stale or damaged entry: compile and replace it
       }
     }
-    return client_->compile(text, CompileOptions{.portable = true});
+    Executable exe;
+    try {
+      exe = client_->compile(text, opts);
+    } catch (const Error& e) {
+      if (dumped.empty()) throw;
+      throw Error(std::string(e.what()) + " (module dumped to " + dumped + ")");
+    }
+    if (disk_.enabled()) {
+      try {
+        disk_.store(key, exe.serialize());
+      } catch (const Error&) {
+        DiskCache::count_error();  // a plugin that cannot serialize: nothing to keep
+      }
+    }
+    return exe;
   }
   void check_device(int dev) const {
     TPU_CHECK(dev >= 0 && dev < static_cast<int>(client_->devices().size()), "[pjrt] device index out of range; got ",
@@ -196,6 +223,8 @@ class PjrtRuntime final : public runtime::Runtime {
 
   std::shared_ptr<Client> client_;
   std::string dump_dir_;
+  std::string identity_;  // the plugin's part of every disk cache key
+  DiskCache disk_{DiskCache::default_dir()};
 };
 
 // The layout signature of a call: which views share a storage, and every view's layout.
