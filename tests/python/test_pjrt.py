@@ -139,3 +139,37 @@ def test_disk_cache_off(tmp_path):
     off = _run(_DISK, TORCH_TPU_RUNTIME="pjrt", TORCH_TPU_CACHE_DIR="off", HOME=str(tmp_path))
     assert off.returncode == 0, off.stderr[-2000:]
     assert '"num_disk_writes": 0' in off.stdout and not list(tmp_path.rglob("*.xla"))
+
+
+_MOVING = r"""
+import json, torch, torch_tpu
+def compiles():
+    torch.tpu.synchronize()  # executables compile when the stream runs them
+    s = torch.tpu._get_cache_stats()
+    return s["num_disk_misses"] + s["num_disk_hits"]
+g = torch.Generator().manual_seed(0)
+x = torch.zeros(24, 8); src = torch.randn(24, 8, generator=g)
+xt, st = x.to("tpu"), src.to("tpu")
+c0 = compiles()
+for i in range(24):  # rows at a new offset each step (a KV-cache write, `for row in x`)
+    x[i] = src[i] * 2 + x[max(i - 1, 0)]
+    xt[i] = st[i] * 2 + xt[max(i - 1, 0)]
+rows = compiles() - c0
+c0 = compiles()
+for j in range(8):  # strided columns, and reversed views
+    x[:, j] += x.flip(0)[:, j]
+    xt[:, j] += xt.flip(0)[:, j]
+cols = compiles() - c0
+torch.testing.assert_close(xt.cpu(), x, rtol=0, atol=0)
+print(json.dumps({"rows": rows, "cols": cols}))
+"""
+
+
+def test_views_at_new_offsets_do_not_recompile(tmp_path):
+    # Each op compiles for its first placement and once more with the moving views' offsets
+    # as operands; 24 rows and 8 columns then run without compiling again.
+    r = _run(_MOVING, TORCH_TPU_RUNTIME="pjrt", TORCH_TPU_CACHE_DIR=str(tmp_path))
+    assert r.returncode == 0, r.stderr[-2000:]
+    import json
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["rows"] <= 8 and got["cols"] <= 6, got  # per offset it would be 24 * 3 and 8 * 3

@@ -73,16 +73,17 @@ class Legalizer {
       Value o = g_.outputs()[j];
       bind_view(v, g_.dtype(o), g_.shape(o), "output", j);
       Storage& s = storages_[v.storage];
-      if (!s.written) s.needs_old = !covers_storage(v);
+      if (!s.written) s.needs_old = v.dynamic_offset || !covers_storage(v);
       s.written = true;
     }
   }
 
   // Appends a legalized parameter; returns its index (its value is params_v_[index]).
-  int add_param(DType dt, Shape shape, int storage, int origin) {
+  int add_param(DType dt, Shape shape, int storage, int origin, int view = -1) {
     params_v_.push_back(out_.graph.param(dt, std::move(shape)));
     out_.param_storage.push_back(storage);
     out_.param_origin.push_back(origin);
+    out_.param_view.push_back(view);
     return static_cast<int>(out_.param_storage.size()) - 1;
   }
 
@@ -105,6 +106,14 @@ class Legalizer {
     }
     for (auto& [k, s] : storages_)
       if (s.param >= 0) s.value = params_v_[s.param];
+    // The runtime starts of dynamic-offset views.
+    size_t nviews = params_.size() + outputs_.size();
+    start_.assign(nviews, Value{});
+    for (size_t i = 0; i < nviews; ++i) {
+      const StorageView& v = i < params_.size() ? params_[i] : outputs_[i - params_.size()];
+      if (v.storage >= 0 && v.dynamic_offset)
+        start_[i] = params_v_[add_param(DType::I64, {}, -1, -1, static_cast<int>(i))];
+    }
   }
 
   // Copies every node in order; a parameter becomes its view's read of the storage value
@@ -116,8 +125,10 @@ class Legalizer {
       const Node& n = g_.nodes()[id];
       if (n.is_param) {
         const StorageView& v = params_[n.param_index];
-        remap_[id] = v.storage < 0 ? params_v_[passthrough_[n.param_index]]
-                                   : read_view(g, storages_[v.storage].value, v);
+        Value start = start_[n.param_index];
+        remap_[id] = v.storage < 0      ? params_v_[passthrough_[n.param_index]]
+                     : start.valid() ? read_view_at(g, storages_[v.storage].value, v, start)
+                                     : read_view(g, storages_[v.storage].value, v);
         continue;
       }
       std::vector<Value> ops;
@@ -140,7 +151,8 @@ class Legalizer {
       }
       Storage& s = storages_[v.storage];
       if (std::find(slots.begin(), slots.end(), v.storage) == slots.end()) slots.push_back(v.storage);
-      s.value = write_view(g, s.value, x, v);
+      Value start = start_[params_.size() + j];
+      s.value = start.valid() ? write_view_at(g, s.value, x, v, start) : write_view(g, s.value, x, v);
     }
     std::vector<Value> outs;
     for (int slot : slots) {
@@ -161,6 +173,7 @@ class Legalizer {
   std::vector<int> passthrough_;  // original param index -> legalized param index, or -1
   std::vector<Value> params_v_;   // legalized param index -> its value
   std::vector<Value> remap_;      // original node id -> legalized value
+  std::vector<Value> start_;      // view index -> its runtime start (dynamic offsets), or invalid
   Legalized out_;
 };
 

@@ -30,6 +30,11 @@ struct Legalized {
   // the output may reuse (donation), or -1. The old value is dead after the graph runs:
   // the storage's next value replaces it.
   std::vector<int> donated;
+  // Per parameter of `graph`: for the i64 scalar holding a dynamic-offset view's lowest
+  // element (StorageView::dynamic_offset), that view's index (i for params[i],
+  // params.size() + j for outputs[j]); -1 otherwise (param_storage and param_origin are -1
+  // for these).
+  std::vector<int> param_view;
 };
 
 // Legalizes `g`. params[i] binds parameter i of g, outputs[j] binds output j (StorageView,
@@ -42,7 +47,8 @@ struct Legalized {
 // parameters in their place among them), then one per storage written but not read whose
 // first write leaves some of its elements (it needs the old value); one output per distinct
 // storage written (in order of first write, pass-through outputs in their place among
-// them). A storage both read and written is donated. Throws Error "[legalize] ..." on a
+// them), then one i64 scalar per dynamic-offset view (parameters' views, then outputs').
+// A storage both read and written is donated. Throws Error "[legalize] ..." on a
 // view outside its storage or a binding that does not match the graph.
 Legalized legalize(const Graph& g, const std::vector<StorageView>& params,
                    const std::vector<StorageView>& outputs);

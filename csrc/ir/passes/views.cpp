@@ -298,4 +298,53 @@ Value write_view(Graph& g, Value old, Value value, const StorageView& v) {
   return write_nested(g, old, x, nv, v.storage_numel, covers);
 }
 
+int64_t lowest_element(const StorageView& v) {
+  std::vector<int64_t> st = strides_of(v);
+  int64_t lo = v.offset;
+  for (size_t i = 0; i < v.sizes.size(); ++i)
+    if (v.sizes[i] > 0 && st[i] < 0) lo += (v.sizes[i] - 1) * st[i];
+  return lo;
+}
+
+namespace {
+
+// Flat indices of `shape` with `strides` placed so that the lowest element is `start`.
+Value indices_at(Graph& g, const Shape& shape, const std::vector<int64_t>& strides, int64_t rel, Value start) {
+  TPU_CHECK(g.dtype(start) == DType::I64 && g.shape(start).empty(),
+            "[legalize] a view's runtime start must be an i64 scalar; got ", dtype_name(g.dtype(start)), " ",
+            shape_str(g.shape(start)));
+  Value idx = flat_indices(g, shape, strides, rel);
+  return g.binary(OpCode::Add, idx, g.broadcast(start, g.shape(idx), {}));
+}
+
+}  // namespace
+
+Value read_view_at(Graph& g, Value flat, const StorageView& v, Value start) {
+  check_flat(g, flat, v, "read:");
+  if (view_kind(v) == ViewKind::kEmpty) return g.constant(0, g.dtype(flat), v.sizes);
+  Normal nv = normalize(v);
+  int64_t rel = v.offset - lowest_element(v);
+  Value x = index_op(g, OpCode::Gather, {flat, indices_at(g, nv.kept, nv.kept_strides, rel, start)});
+  if (numel(nv.kept) == numel(v.sizes)) return g.reshape(x, v.sizes);
+  return g.broadcast(g.reshape(x, nv.kept), v.sizes, nv.kept_dims);
+}
+
+Value write_view_at(Graph& g, Value old, Value value, const StorageView& v, Value start) {
+  TPU_CHECK(g.shape(value) == v.sizes, "[legalize] written value does not match its view; got ",
+            shape_str(g.shape(value)), ", expected ", shape_str(v.sizes));
+  TPU_CHECK(old.valid(), "[legalize] a write at a runtime offset needs the storage's old value; got none");
+  check_flat(g, old, v, "write:");
+  TPU_CHECK(g.dtype(old) == g.dtype(value), "[legalize] written value's dtype differs from its storage's; got ",
+            dtype_name(g.dtype(value)), ", expected ", dtype_name(g.dtype(old)));
+  if (view_kind(v) == ViewKind::kEmpty) return old;
+  // A broadcast dim writes each element size times: keep the last (row-major) write.
+  std::vector<int64_t> st = strides_of(v), from(v.sizes.size(), 0);
+  Shape written = v.sizes;
+  for (size_t i = 0; i < st.size(); ++i)
+    if (st[i] == 0) from[i] = v.sizes[i] - 1, written[i] = 1;
+  Value x = g.slice(value, from, v.sizes, ones(from.size()));
+  int64_t rel = v.offset - lowest_element(v);
+  return index_op(g, OpCode::Scatter, {old, indices_at(g, written, st, rel, start), g.reshape(x, {numel(written)})});
+}
+
 }  // namespace torch_tpu::ir

@@ -21,6 +21,10 @@ struct StorageView {
   Shape sizes;
   std::vector<int64_t> strides;
   int64_t offset = 0;
+  // The view's position is a runtime operand (legalize.h: a scalar parameter holding
+  // lowest_element() of each call's view), so one program serves every offset of this
+  // layout. `offset` then only places the elements relative to the lowest one.
+  bool dynamic_offset = false;
 };
 
 // Row-major contiguous strides (in elements) of `shape`.
@@ -53,5 +57,15 @@ bool covers_storage(const StorageView& v);
 // overlapping dims) the last write in row-major order wins, as on the host runtime; torch
 // refuses such writes, and XLA leaves the winner unspecified for overlapping dims.
 Value write_view(Graph& g, Value old, Value value, const StorageView& v);
+
+// The lowest storage element a view touches (its offset moved back by its negative strides).
+int64_t lowest_element(const StorageView& v);
+
+// read_view / write_view of a view whose lowest element is the runtime value `start` (an
+// i64 scalar) instead of lowest_element(v): gathers / scatters at flat indices start + the
+// view's fixed pattern. An element outside the storage is clamped (XLA's gather/scatter);
+// the caller passes views that lie in their storage.
+Value read_view_at(Graph& g, Value flat, const StorageView& v, Value start);
+Value write_view_at(Graph& g, Value old, Value value, const StorageView& v, Value start);
 
 }  // namespace torch_tpu::ir

@@ -20,6 +20,7 @@
 #include "ir/passes/decompose.h"
 #include "ir/passes/decompose_linalg.h"
 #include "ir/passes/legalize.h"
+#include "ir/passes/views.h"
 #include "runtime/pjrt/client.h"
 #include "runtime/pjrt/disk_cache.h"
 #include "runtime/runtime.h"
@@ -69,6 +70,16 @@ struct Variant {
   Executable exe;
 };
 
+// The calls of one graph whose views differ at most in where they sit in their storages.
+// The first call compiles with its offsets fixed; a call at other offsets compiles once
+// more with the views that moved taking their position as a runtime operand
+// (StorageView::dynamic_offset), which then serves every offset of those views.
+struct Layout {
+  std::vector<int64_t> first;  // each view's lowest element at the first call
+  std::vector<bool> dynamic;   // views whose offset is an operand of `moving`
+  const Variant* moving = nullptr;
+};
+
 class PjrtExecutable final : public runtime::Executable {
  public:
   PjrtExecutable(PjrtRuntime& rt, const ir::Graph& g) : rt_(rt), graph_(g) {}
@@ -77,10 +88,14 @@ class PjrtExecutable final : public runtime::Executable {
  private:
   const Variant& variant(const std::vector<ir::StorageView>& ins, const std::vector<ir::StorageView>& outs,
                          const std::vector<ir::DType>& storage_dtypes);
+  std::unique_ptr<Variant> make_variant(const std::vector<ir::StorageView>& ins,
+                                        const std::vector<ir::StorageView>& outs) const;
   PjrtRuntime& rt_;
   ir::Graph graph_;
   std::mutex mu_;
-  std::unordered_map<std::string, std::unique_ptr<Variant>> variants_;
+  std::unordered_map<std::string, std::unique_ptr<Variant>> variants_;  // by exact signature
+  std::unordered_map<std::string, Layout> layouts_;                     // by offset-free signature
+  std::vector<std::unique_ptr<Variant>> moving_;                        // Layout::moving variants
 };
 
 class PjrtRuntime final : public runtime::Runtime {
@@ -227,9 +242,16 @@ class PjrtRuntime final : public runtime::Runtime {
   DiskCache disk_{DiskCache::default_dir()};
 };
 
-// The layout signature of a call: which views share a storage, and every view's layout.
+// The lowest element a bound view touches (0 for unbound or empty views).
+int64_t lowest(const ir::StorageView& v) {
+  if (v.storage < 0 || ir::numel(v.sizes) == 0) return 0;
+  return ir::lowest_element(v);
+}
+
+// The layout signature of a call: which views share a storage, and every view's layout;
+// with `placed` false, views are keyed by their shape and strides only (not where they sit).
 std::string signature(const std::vector<ir::StorageView>& ins, const std::vector<ir::StorageView>& outs,
-                      const std::vector<ir::DType>& dts) {
+                      const std::vector<ir::DType>& dts, bool placed) {
   std::string k;
   auto put = [&](int64_t x) { k.append(reinterpret_cast<const char*>(&x), sizeof x); };
   for (const auto* list : {&ins, &outs}) {
@@ -239,7 +261,7 @@ std::string signature(const std::vector<ir::StorageView>& ins, const std::vector
       if (v.storage < 0) continue;
       put(v.storage_numel);
       put(static_cast<int64_t>(dts[v.storage]));
-      put(v.offset);
+      put(placed ? v.offset : v.offset - lowest(v));
       put(static_cast<int64_t>(v.sizes.size()));
       for (int64_t d : v.sizes) put(d);
       for (int64_t d : v.strides) put(d);
@@ -248,12 +270,8 @@ std::string signature(const std::vector<ir::StorageView>& ins, const std::vector
   return k;
 }
 
-const Variant& PjrtExecutable::variant(const std::vector<ir::StorageView>& ins, const std::vector<ir::StorageView>& outs,
-                                       const std::vector<ir::DType>& dts) {
-  std::string key = signature(ins, outs, dts);
-  std::lock_guard<std::mutex> lk(mu_);
-  auto it = variants_.find(key);
-  if (it != variants_.end()) return *it->second;
+std::unique_ptr<Variant> PjrtExecutable::make_variant(const std::vector<ir::StorageView>& ins,
+                                                      const std::vector<ir::StorageView>& outs) const {
   auto v = std::make_unique<Variant>();
   v->legal = ir::legalize(graph_, ins, outs);
   // A storage both read and written donates its old array to its next value (in place on
@@ -262,7 +280,37 @@ const Variant& PjrtExecutable::variant(const std::vector<ir::StorageView>& ins, 
   for (size_t j = 0; j < v->legal.donated.size(); ++j)
     if (v->legal.donated[j] >= 0) aliases[v->legal.donated[j]] = static_cast<int>(j);
   v->exe = rt_.compile_text(v->legal.graph.to_stablehlo(aliases));
-  return *variants_.emplace(std::move(key), std::move(v)).first->second;
+  return v;
+}
+
+const Variant& PjrtExecutable::variant(const std::vector<ir::StorageView>& ins, const std::vector<ir::StorageView>& outs,
+                                       const std::vector<ir::DType>& dts) {
+  std::string key = signature(ins, outs, dts, /*placed=*/true);
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = variants_.find(key);
+  if (it != variants_.end()) return *it->second;
+  std::vector<int64_t> low;
+  for (const auto* list : {&ins, &outs})
+    for (const ir::StorageView& v : *list) low.push_back(lowest(v));
+  auto [lit, fresh] = layouts_.try_emplace(signature(ins, outs, dts, /*placed=*/false));
+  Layout& layout = lit->second;
+  if (fresh) {  // the first call of this layout: offsets fixed
+    layout.first = low;
+    layout.dynamic.assign(low.size(), false);
+    return *variants_.emplace(std::move(key), make_variant(ins, outs)).first->second;
+  }
+  bool covered = layout.moving != nullptr;
+  std::vector<bool> dyn = layout.dynamic;
+  for (size_t i = 0; i < low.size(); ++i)
+    if (low[i] != layout.first[i] && !dyn[i]) dyn[i] = true, covered = false;
+  if (covered) return *layout.moving;
+  std::vector<ir::StorageView> dins = ins, douts = outs;
+  for (size_t i = 0; i < dyn.size(); ++i)
+    (i < ins.size() ? dins[i] : douts[i - ins.size()]).dynamic_offset = dyn[i];
+  moving_.push_back(make_variant(dins, douts));
+  layout.dynamic = std::move(dyn);
+  layout.moving = moving_.back().get();
+  return *layout.moving;
 }
 
 void PjrtExecutable::run(const std::vector<View>& inputs, const std::vector<View>& outputs) {
@@ -302,7 +350,11 @@ void PjrtExecutable::run(const std::vector<View>& inputs, const std::vector<View
     if (!n.is_param) continue;
     int p = n.param_index;
     int k = var.legal.param_storage[p];
-    if (k >= 0) {
+    if (int i = var.legal.param_view[p]; i >= 0) {  // where a moving view sits in this call
+      int64_t at = lowest(i < static_cast<int>(ins.size()) ? ins[i] : outs[i - ins.size()]);
+      staged.push_back(rt_.upload(dev, &at, ir::DType::I64, {}));
+      args[p] = staged.back().get();
+    } else if (k >= 0) {
       args[p] = rt_.value_as(*slots[k], n.dtype);
       // An array another storage shares (a whole-storage copy) must survive this run.
       if (slots[k]->value.use_count() > 1) opts.non_donatable.push_back(p);
