@@ -50,8 +50,27 @@ at::Tensor make_view(const c10::Storage& st, at::ScalarType dt, const Meta& m) {
 
 // The flat value is seen as a mixed-radix box (rows, s0/s1, ..., s_last) and the view is a
 // slice of it starting at the coordinates of its offset.
+// `tv` (of layout tm) as the flat run of the storage elements it covers, in storage order:
+// a reshape when tm is contiguous, a transpose first when tm is dense but permuted (a
+// pointwise result takes a transposed input's layout); invalid otherwise.
+ir::Value storage_order(ir::Graph& g, ir::Value tv, const Meta& tm) {
+  int64_t total = tm.numel();
+  if (tm.contiguous()) return g.reshape(tv, {total});
+  std::vector<int64_t> perm(tm.sizes.size());
+  std::iota(perm.begin(), perm.end(), 0);
+  std::stable_sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) { return tm.strides[a] > tm.strides[b]; });
+  int64_t expect = 1;
+  for (size_t j = perm.size(); j-- > 0;) {
+    int64_t d = perm[j];
+    if (tm.sizes[d] == 1) continue;
+    if (tm.strides[d] != expect) return {};  // broadcast, overlapping or gapped: not dense
+    expect *= tm.sizes[d];
+  }
+  return g.reshape(g.transpose(tv, perm), {total});
+}
+
 ir::Value derive(ir::Graph& g, ir::Value tv, const Meta& tm, const Meta& m) {
-  if (!tm.contiguous() || tm.dtype != m.dtype) return {};
+  if (tm.dtype != m.dtype) return {};
   int64_t total = tm.numel(), rel = m.offset - tm.offset;
   if (rel < 0) return {};
   struct D { int64_t stride, size, dim; };
@@ -68,7 +87,8 @@ ir::Value derive(ir::Graph& g, ir::Value tv, const Meta& tm, const Meta& m) {
   std::sort(ds.begin(), ds.end(), [](const D& a, const D& b) { return a.stride > b.stride; });
   for (size_t j = 0; j + 1 < ds.size(); ++j)
     if (ds[j].stride % ds[j + 1].stride || ds[j].stride / ds[j + 1].stride < ds[j + 1].size) return {};
-  ir::Value flat = g.reshape(tv, {total});
+  ir::Value flat = storage_order(g, tv, tm);
+  if (!flat.valid()) return {};
   ir::Value v;
   if (ds.empty()) {
     v = g.slice(flat, {rel}, {rel + 1}, {1});

@@ -44,6 +44,10 @@ CASES = [
      "p_in"),
     ("bce_input", lambda d: torch.nn.functional.binary_cross_entropy(d(torch.full((2,), 1.5)), d(torch.ones(2))),
      RuntimeError, "between 0 and 1"),
+    ("assert_async", lambda d: (torch._assert_async(d(torch.tensor(0.0))), d(torch.ones(1)))[1], RuntimeError,
+     "single nonzero value"),
+    ("assert_async_msg", lambda d: (torch._assert_async(d(torch.tensor(False)), "tokens out of range"),
+                                    d(torch.ones(1)))[1], RuntimeError, "tokens out of range"),
 ]
 
 
@@ -91,3 +95,14 @@ def test_binary_cross_entropy_matches_cpu(reduction):
         got.sum().backward()
         want.sum().backward()
     torch.testing.assert_close(xd.grad.cpu(), xc.grad)
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_assert_async_passes_on_nonzero(mode):
+    with torch_tpu.eager_mode(MODES[mode]):
+        for v in (torch.tensor(1.5), torch.tensor([True]), torch.tensor(-3)):
+            torch._assert_async(v.to("tpu"))
+            torch._assert_async(v.to("tpu"), "never raised")
+        torch.tpu.synchronize()
+    with pytest.raises(RuntimeError, match="ambiguous"):
+        torch._assert_async(torch.ones(2, device="tpu"))

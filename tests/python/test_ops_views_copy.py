@@ -178,3 +178,31 @@ def test_checked_op_called_twice_with_one_signature():
         t.scatter_(1, idx.to(DEV), src.to(DEV))
         torch.tpu.synchronize()
         assert torch.equal(t.cpu(), ref)
+
+
+_LAYOUT_CASES = [
+    ("neg of a permuted view", lambda x, y: (-x.permute(0, 2, 1, 3)[:, :, :, ::2],)),
+    ("mul, permuted and contiguous", lambda x, y: (x.permute(0, 2, 1, 3) * y.permute(0, 2, 1, 3).contiguous(),)),
+    ("where on a transpose", lambda x, y: (torch.where(x.transpose(-1, -2) > 0, x.transpose(-1, -2), 0.0),)),
+    ("sum over a permuted dim", lambda x, y: (x.permute(0, 3, 1, 2).sum(-1),)),
+    ("max.dim of a transpose", lambda x, y: tuple(x.transpose(1, 2).max(dim=1))),
+    ("channels_last add", lambda x, y: (x.contiguous(memory_format=torch.channels_last) + 1,)),
+    ("clone keeps strides", lambda x, y: (x.transpose(0, 1).clone(),)),
+]
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+@pytest.mark.parametrize("name, fn", _LAYOUT_CASES, ids=[c[0] for c in _LAYOUT_CASES])
+def test_results_take_pytorchs_layout(name, fn, mode):
+    # A pointwise or reduction result follows a permuted input's layout as on CPU
+    # (TensorIterator): graphs AOTAutograd traces `view` such results assuming it.
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(2, 3, 4, 6, generator=g), torch.randn(2, 3, 4, 6, generator=g)
+    want = fn(x, y)
+    eager = torch_tpu.EagerMode.DEFER_AND_FUSE if mode == "fused" else torch_tpu.EagerMode.DEFER_NEVER
+    with torch_tpu.eager_mode(eager):
+        for _ in range(2):  # the second call replays the fast path's entry
+            got = fn(x.to(DEV), y.to(DEV))
+            for a, b in zip(got, want):
+                assert a.stride() == b.stride(), (name, a.stride(), b.stride())
+                torch.testing.assert_close(a.cpu(), b)

@@ -42,8 +42,13 @@ bool add(const c10::IValue& v, bool scalar_arg, std::vector<int64_t>& s, std::ve
       s.push_back(t.device().index());
       // Contiguity is part of the signature: a lowering may choose its graph by it (linalg
       // factors A^T for a contiguous A, as PyTorch CPU and ATen's backward formulas do).
-      s.push_back(t.dim() * 2 + (t.is_contiguous() ? 1 : 0));
+      bool contiguous = t.is_contiguous();
+      s.push_back(t.dim() * 2 + (contiguous ? 1 : 0));
       for (int64_t d : t.sizes()) s.push_back(d);
+      // A non-contiguous input's strides too: results take PyTorch's layout for them
+      // (Entry::Out::strides), as a pointwise op's result follows a permuted input's.
+      if (!contiguous)
+        for (int64_t d : t.strides()) s.push_back(d);
       return true;
     }
     if (t.is_cpu() && t.dim() == 0) {
@@ -191,9 +196,14 @@ std::vector<at::Tensor> replay(const Entry& e, Args args, const char* name) {
   } else {
     if (dev < 0) dev = device::current_device();
     c10::DeviceGuard guard(c10::Device(c10::kPrivateUse1, dev));
-    for (const auto& [st, shape] : e.outs)
-      dsts.push_back(at::detail::empty_generic(shape, device::allocator(),
-                                               c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), st, std::nullopt));
+    for (const Entry::Out& o : e.outs)
+      dsts.push_back(o.strides.empty()
+                         ? at::detail::empty_generic(o.sizes, device::allocator(),
+                                                     c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), o.dtype,
+                                                     std::nullopt)
+                         : at::detail::empty_strided_generic(o.sizes, o.strides, device::allocator(),
+                                                             c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                                             o.dtype));
   }
   if (exec::mode() == exec::Mode::Fused) {
     exec::OpRecord r{name, e.graph.get(), {}, dsts};

@@ -29,7 +29,12 @@ struct Entry {
   };
   std::vector<Src> srcs;
   std::vector<int> written;                                         // dst argument indices
-  std::vector<std::pair<at::ScalarType, std::vector<int64_t>>> outs;  // or new outputs
+  struct Out {
+    at::ScalarType dtype;
+    std::vector<int64_t> sizes;
+    std::vector<int64_t> strides;  // empty: contiguous (else PyTorch's layout for these inputs)
+  };
+  std::vector<Out> outs;  // or new outputs
 };
 
 // Builds the signature of `args`; false when they cannot be cached (generators, lists of

@@ -661,6 +661,20 @@ at::Tensor bincount(const at::Tensor& self, const std::optional<at::Tensor>& wei
   return L.run1(scatter(L, out, L.in(self, DType::I64), w, 0, true));
 }
 
+// torch._assert_async(t[, msg]): raises at the next sync point (asynchronously, as on CUDA)
+// when the one-element tensor is zero (false); `msg` replaces CPU's default text.
+std::vector<Value> assert_async(Lower& L, Args a) {
+  const at::Tensor& t = a[0].toTensor();
+  TORCH_CHECK(t.numel() == 1, "[", L.op(), "] Boolean value of Tensor with more than one value is ambiguous; got ",
+              t.numel(), " elements, expected 1");
+  Value x = L.in(t);
+  Value zero = L.g.reshape(L.g.compare(Cmp::EQ, x, L.cst_like(0, x)), {});
+  std::string msg = a.size() > 1 && a[1].isString() ? std::string(a[1].toStringRef())
+                                                    : "Expected Tensor with single nonzero value, but got zero";
+  L.check(zero, std::string("[") + L.op() + "] " + msg);
+  return {};
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   auto scatter_set = [](Lower& L, Args a) { return scatter_op(L, a, false); };
   auto scatter_add = [](Lower& L, Args a) { return scatter_op(L, a, true); };
@@ -683,6 +697,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
       {"embedding_dense_backward", embedding_backward}, {"embedding_dense_backward.out", embedding_backward},
       {"nonzero_static", nonzero_static}, {"nonzero_static.out", nonzero_static},
       {"masked_scatter_", masked_scatter}, {"histc", histc}, {"histc.out", histc},
+      {"_assert_async", assert_async}, {"_assert_async.msg", assert_async},
   });
   m.impl("nonzero", nonzero_sync);
   m.impl("nonzero.out", nonzero_out);

@@ -303,7 +303,22 @@ struct BoxedLowering final : c10::OperatorKernel {
     try {
       std::vector<Value> outs = fn_(L, args);
       if (written.empty()) {
-        results = L.run(outs);
+        std::vector<std::vector<int64_t>> strides = meta_strides(op, args, L, outs);
+        if (strides.empty()) {
+          results = L.run(outs);
+        } else {  // PyTorch's layout for these inputs (a permuted input's pointwise result)
+          int dev = L.device() >= 0 ? L.device() : device::current_device();
+          c10::DeviceGuard guard(c10::Device(c10::kPrivateUse1, dev));
+          for (size_t k = 0; k < outs.size(); ++k) {
+            const ir::Shape& shape = L.g.shape(outs[k]);
+            c10::DispatchKeySet ks(c10::DispatchKey::PrivateUse1);
+            at::ScalarType dt = to_aten(L.g.dtype(outs[k]));
+            results.push_back(strides[k].empty()
+                                  ? at::detail::empty_generic(shape, device::allocator(), ks, dt, std::nullopt)
+                                  : at::detail::empty_strided_generic(shape, strides[k], device::allocator(), ks, dt));
+          }
+          L.run_into(outs, results);
+        }
       } else {
         TORCH_INTERNAL_ASSERT(written.size() == outs.size(), name_, ": written args ",
                               written.size(), " vs outputs ", outs.size());
@@ -330,6 +345,50 @@ struct BoxedLowering final : c10::OperatorKernel {
     finish(schema, stack, n, results);
   }
 
+  // The strides PyTorch gives the op's results for these arguments (its meta kernel run on
+  // meta tensors of the same layout), when some tensor argument is not contiguous: a
+  // pointwise result follows a permuted input's layout (TensorIterator), and graphs traced
+  // by AOTAutograd view results assuming that. Per output: the strides, or empty for
+  // contiguous (and when the meta kernel is missing or disagrees on shape). Empty when every
+  // input is contiguous (results are then contiguous, as PyTorch's).
+  static std::vector<std::vector<int64_t>> meta_strides(const c10::OperatorHandle& op, Args args, const Lower& L,
+                                                       const std::vector<Value>& outs) {
+    auto strided = [](const c10::IValue& v) {
+      if (v.isTensor()) {
+        const at::Tensor& t = v.toTensor();
+        return t.defined() && t.is_privateuseone() && !t.is_contiguous();
+      }
+      return false;
+    };
+    if (std::none_of(args.begin(), args.end(), strided)) return {};
+    auto to_meta = [](const c10::IValue& v) -> c10::IValue {
+      if (!v.isTensor()) return v;
+      const at::Tensor& t = v.toTensor();
+      if (!t.defined() || !t.is_privateuseone()) return v;
+      return at::empty_strided(t.sizes(), t.strides(), t.options().device(at::kMeta));
+    };
+    torch::jit::Stack s;
+    for (const c10::IValue& a : args) {
+      if (a.isTensorList() || a.isOptionalTensorList()) return {};  // lists: keep contiguous
+      s.push_back(to_meta(a));
+    }
+    try {
+      op.callBoxed(&s);
+    } catch (const std::exception&) {
+      return {};  // no meta kernel: contiguous results
+    }
+    std::vector<std::vector<int64_t>> r(outs.size());
+    bool any = false;
+    for (size_t k = 0; k < outs.size() && k < s.size(); ++k) {
+      if (!s[k].isTensor()) continue;
+      const at::Tensor& m = s[k].toTensor();
+      if (!m.defined() || m.is_contiguous() || shape_of(m) != L.g.shape(outs[k])) continue;
+      if (m.is_non_overlapping_and_dense()) r[k] = m.strides().vec(), any = true;
+    }
+    if (!any) return {};
+    return r;
+  }
+
   // Records how this call's graph binds its arguments, for fast::replay: for all values of
   // the Scalar arguments when the lowering bound each with scalar_arg, else for these values.
   void remember(Args args, const std::vector<int64_t>& sig, size_t main, uint64_t hm, uint64_t h, const Lower& L, const std::vector<int>& written,
@@ -345,7 +404,8 @@ struct BoxedLowering final : c10::OperatorKernel {
     }
     e->written = written;
     if (written.empty())
-      for (const at::Tensor& r : results) e->outs.push_back({r.scalar_type(), r.sizes().vec()});
+      for (const at::Tensor& r : results)
+        e->outs.push_back({r.scalar_type(), r.sizes().vec(), r.is_contiguous() ? std::vector<int64_t>() : r.strides().vec()});
     bool generic = main < sig.size();
     if (generic)
       for (int a : fast::value_args(args, scalar_args_))
