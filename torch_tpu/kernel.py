@@ -164,6 +164,7 @@ class JaxKernel:
         base = re.sub(r"\W", "_", name or getattr(fn, "__name__", "kernel")) or "kernel"
         self.name = f"{base}_{next(_ids)}"
         self._cache: dict[tuple, _Lowered] = {}
+        self._structs: dict[tuple, Any] = {}
         self._vjp: dict[int, JaxKernel] = {}
         self._op = self._register()
 
@@ -232,9 +233,34 @@ class JaxKernel:
             if not isinstance(x, torch.Tensor):
                 raise TypeError(f"[kernel.{self.name}] argument {i} is {type(x).__name__}; expected a "
                                 "tensor (bind other arguments with functools.partial)")
-        low = self.lowered(_specs(xs))
         outs = self._op(list(xs))
-        return low.treedef.unflatten(outs)
+        return _unflatten(self._structure(_specs(xs)), outs)
+
+    @torch._dynamo.assume_constant_result
+    def _structure(self, specs: tuple):
+        """The output pytree as nested tuples of leaf indices (an int: one leaf), a constant for
+        Dynamo (so a compiled caller traces only the custom op)."""
+        st = self._structs.get(specs)
+        if st is None:
+            jax = _import_jax()
+            treedef = self.lowered(specs).treedef
+            st = self._structs[specs] = _encode(jax.tree_util.tree_unflatten(treedef, list(range(treedef.num_leaves))))
+        return st
+
+
+def _encode(tree):
+    if isinstance(tree, int):
+        return tree
+    if isinstance(tree, (tuple, list)):
+        return tuple(_encode(t) for t in tree)
+    raise TypeError(f"[torch_tpu.kernel] the JAX function returns a {type(tree).__name__}; expected an "
+                    "array or (nested) tuples/lists of arrays")
+
+
+def _unflatten(s, outs):
+    if isinstance(s, int):
+        return outs[s]
+    return tuple(_unflatten(c, outs) for c in s)
 
 
 def _vjp_fn(fn: Callable, backward: Callable | None, n: int) -> Callable:

@@ -184,7 +184,14 @@ class Importer {
       Value x = operands(op)[0];
       const Type& t = result_type(op);
       if (auto c = const_int(g_, x); c && g_.shape(x).empty()) return {splat(g_, t.dtype, t.shape, 0, *c)};
-      return {g_.broadcast(x, t.shape, ints(op, {"broadcast_dimensions", "dims"}))};
+      std::vector<int64_t> dims = ints(op, {"broadcast_dimensions", "dims"});
+      const Node& xn = g_.node(x);
+      if (!xn.is_param && xn.op == OpCode::Broadcast) {  // broadcast of a broadcast: one broadcast
+        std::vector<int64_t> inner = xn.attrs.dims;
+        for (int64_t& d : inner) d = dims.at(d);
+        return {g_.broadcast(Value{xn.operands[0]}, t.shape, inner)};
+      }
+      return {g_.broadcast(x, t.shape, dims)};
     }
     if (n == "reshape") {
       Value x = operands(op)[0];
@@ -386,7 +393,10 @@ class Importer {
       body = r.ops[0].name;
     }
     Reducer red = reducer_of(body, op);
-    Value y = g_.reduce(x[0], red, ints(op, {"dimensions"}));
+    std::vector<int64_t> dims = ints(op, {"dimensions"});
+    bool unit = true;  // reducing only size-1 dims: one element each, a reshape
+    for (int64_t d : dims) unit &= g_.shape(x[0]).at(d) == 1;
+    Value y = unit && !dims.empty() ? g_.reshape(x[0], result_type(op).shape) : g_.reduce(x[0], red, dims);
     Value init = x[1];
     DType t = g_.dtype(init);
     bool identity = false;
