@@ -137,7 +137,7 @@ def _trace(fn: Callable, specs: tuple, name: str):
         out = jax.eval_shape(fn, *args)
         leaves, treedef = jax.tree_util.tree_flatten(out)
         out_specs = tuple((tuple(o.shape), _torch_dtype(o.dtype)) for o in leaves)
-        lowered = jax.jit(fn).lower(*args)
+        lowered = jax.jit(fn, keep_unused=True).lower(*args)  # @main takes every input
         module = lowered.compiler_ir("stablehlo")
         text = module.operation.get_asm(large_elements_limit=None, enable_debug_info=False)
     return text, treedef, out_specs

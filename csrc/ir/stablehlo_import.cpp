@@ -210,6 +210,7 @@ class Importer {
     if (n == "concatenate") return {concat(g_, operands(op), parse_int(attr(op, {"dimension", "dim"}), op.line))};
     if (n == "dot_general" || n == "dot") return {dot(op)};
     if (n == "reduce") return reduce(op);
+    if (n == "reduce_window") return {reduce_window(op)};
     if (n == "dynamic_slice") {
       Vals x = operands(op);
       Vals idx(x.begin() + 1, x.end());
@@ -353,6 +354,67 @@ class Importer {
     return g_.dot(x[0], x[1], a);
   }
 
+  // The reducer of a reduce / reduce_window: `applies OP` or a body that is one binary op of
+  // its two block arguments.
+  Reducer body_reducer(const Op& op) {
+    if (op.attrs.count("applies")) return reducer_of(op.attrs.at("applies"), op);
+    IMPORT_CHECK(op.regions.size() == 1, op, "no reducer body");
+    const Region& r = op.regions[0];
+    IMPORT_CHECK(r.ops.size() == 2 && r.ops[0].operands.size() == 2 && r.ops[1].operands.size() == 1 &&
+                     r.ops[1].operands[0] == r.ops[0].results.at(0) && r.args.size() == 2 &&
+                     ((r.ops[0].operands[0] == r.args[0] && r.ops[0].operands[1] == r.args[1]) ||
+                      (r.ops[0].operands[0] == r.args[1] && r.ops[0].operands[1] == r.args[0])),
+                 op, "reducer body is not one binary op of its two arguments");
+    return reducer_of(r.ops[0].name, op);
+  }
+
+  // The result combined with a non-identity init value (each output reduced it in once).
+  Value with_init(Value y, Value init, Reducer red) {
+    DType t = g_.dtype(init);
+    bool identity = false;
+    if (auto c = const_float(g_, init)) {
+      identity = (red == Reducer::Sum && *c == 0) || (red == Reducer::Prod && *c == 1) ||
+                 (red == Reducer::Max && std::isinf(*c) && *c < 0) || (red == Reducer::Min && std::isinf(*c) && *c > 0);
+    } else if (auto ci = const_int(g_, init)) {
+      int bits = static_cast<int>(dtype_size(t)) * 8;
+      int64_t lo = t == DType::Bool || t == DType::U8 || t == DType::U64 ? 0 : (bits == 64 ? INT64_MIN : -(int64_t{1} << (bits - 1)));
+      identity = ((red == Reducer::Sum || red == Reducer::Or) && *ci == 0) || (red == Reducer::Prod && *ci == 1) ||
+                 (red == Reducer::Max && *ci == lo) || (red == Reducer::And && (*ci == -1 || (t == DType::Bool && *ci == 1)));
+    }
+    if (identity) return y;
+    static const OpCode kComb[] = {OpCode::Add, OpCode::Mul, OpCode::Max, OpCode::Min, OpCode::And, OpCode::Or};
+    return g_.binary(kComb[static_cast<int>(red)], y, g_.broadcast(init, g_.shape(y), {}));
+  }
+
+  Value reduce_window(const Op& op) {
+    Vals x = operands(op);
+    IMPORT_CHECK(x.size() == 2, op, "variadic reduce_window is not supported; expected one input");
+    Reducer red = body_reducer(op);
+    if (red != Reducer::Sum && red != Reducer::Max && red != Reducer::Min)
+      TPU_UNIMPLEMENTED("[stablehlo import] reduce_window with a multiply/and/or body at line ", op.line,
+                        "; expected add, maximum or minimum");
+    size_t r = g_.shape(x[0]).size();
+    auto list = [&](const char* name) {
+      std::string v = attr(op, {name}, false);
+      return v.empty() ? std::vector<int64_t>(r, 1) : parse_int_list(v, op.line);
+    };
+    Attrs a;
+    a.reducer = red;
+    a.window = ints(op, {"window_dimensions"});
+    a.window_strides = list("window_strides");
+    a.lhs_dilation = list("base_dilations");
+    a.rhs_dilation = list("window_dilations");
+    std::string pad = attr(op, {"padding"}, false);
+    std::vector<int64_t> p = pad.empty() ? std::vector<int64_t>(2 * r, 0)
+                                         : parse_int_list(pad.substr(pad.find('['), pad.rfind(']') - pad.find('[') + 1), op.line);
+    IMPORT_CHECK(p.size() == 2 * r, op, "padding needs ", r, " [lo, hi] pairs");
+    for (size_t d = 0; d < r; ++d) {
+      a.pad_lo.push_back(p[2 * d]);
+      a.pad_hi.push_back(p[2 * d + 1]);
+    }
+    return with_init(g_.reduce_window(x[0], a), x[1], red);
+  }
+
   // jnp.argmax / argmin: reduce(values, iota along the one reduced dim) whose body compares
   // GT (argmax) or LT (argmin) first; ties and NaN as the IR's ArgMax/ArgMin (first index,
   // NaN is the extreme), which is what JAX's body computes.
@@ -379,39 +441,12 @@ class Importer {
     if (x.size() == 4) return arg_reduce(op, x);
     IMPORT_CHECK(x.size() == 2, op, "variadic reduce of ", x.size() / 2,
                  " inputs is not supported; expected one input and its init value");
-    std::string body;
-    if (op.attrs.count("applies")) {
-      body = op.attrs.at("applies");
-    } else {
-      IMPORT_CHECK(op.regions.size() == 1, op, "reduce without a body");
-      const Region& r = op.regions[0];
-      IMPORT_CHECK(r.ops.size() == 2 && r.ops[0].operands.size() == 2 && r.ops[1].operands.size() == 1 &&
-                       r.ops[1].operands[0] == r.ops[0].results.at(0) && r.args.size() == 2 &&
-                       ((r.ops[0].operands[0] == r.args[0] && r.ops[0].operands[1] == r.args[1]) ||
-                        (r.ops[0].operands[0] == r.args[1] && r.ops[0].operands[1] == r.args[0])),
-                   op, "reduce body is not one binary op of its two arguments");
-      body = r.ops[0].name;
-    }
-    Reducer red = reducer_of(body, op);
+    Reducer red = body_reducer(op);
     std::vector<int64_t> dims = ints(op, {"dimensions"});
     bool unit = true;  // reducing only size-1 dims: one element each, a reshape
     for (int64_t d : dims) unit &= g_.shape(x[0]).at(d) == 1;
     Value y = unit && !dims.empty() ? g_.reshape(x[0], result_type(op).shape) : g_.reduce(x[0], red, dims);
-    Value init = x[1];
-    DType t = g_.dtype(init);
-    bool identity = false;
-    if (auto c = const_float(g_, init)) {
-      identity = (red == Reducer::Sum && *c == 0) || (red == Reducer::Prod && *c == 1) ||
-                 (red == Reducer::Max && std::isinf(*c) && *c < 0) || (red == Reducer::Min && std::isinf(*c) && *c > 0);
-    } else if (auto ci = const_int(g_, init)) {
-      int bits = static_cast<int>(dtype_size(t)) * 8;
-      int64_t lo = t == DType::Bool || t == DType::U8 || t == DType::U64 ? 0 : (bits == 64 ? INT64_MIN : -(int64_t{1} << (bits - 1)));
-      identity = ((red == Reducer::Sum || red == Reducer::Or) && *ci == 0) || (red == Reducer::Prod && *ci == 1) ||
-                 (red == Reducer::Max && *ci == lo) || (red == Reducer::And && (*ci == -1 || (t == DType::Bool && *ci == 1)));
-    }
-    if (identity) return {y};
-    static const OpCode kComb[] = {OpCode::Add, OpCode::Mul, OpCode::Max, OpCode::Min, OpCode::And, OpCode::Or};
-    return {g_.binary(kComb[static_cast<int>(red)], y, g_.broadcast(init, g_.shape(y), {}))};
+    return {with_init(y, x[1], red)};
   }
 
   Vals while_loop(const Op& op) {
