@@ -232,6 +232,9 @@ def bench(n=256, d=256, block=64) -> list[tuple[str, float, float]]:
              lambda: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + EPS) * w),
             ("matmul", lambda: tpu_matmul(a, b), lambda: a @ b),
             ("flash_attention", lambda: tpu_flash(q, k, v), lambda: attention_reference(q, k, v))]
+    pal, ref = Block(d, 2 * d, use_pallas=True).to("tpu"), Block(d, 2 * d, use_pallas=False).to("tpu")
+    xb = torch.randn(n, d, device="tpu", requires_grad=True)
+    rows.append(("block fwd+bwd", lambda: pal(xb).sum().backward(), lambda: ref(xb).sum().backward()))
     return [(name, _time(f), _time(g)) for name, f, g in rows]
 
 

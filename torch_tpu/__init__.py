@@ -202,6 +202,3 @@ __all__ += ["set_runtime", "get_runtime"]
 
 if torch.distributed.is_available():  # registers the c10d backend "tpu_dist"
     from torch_tpu import distributed as _distributed  # noqa: E402,F401
-
-# Custom kernels (JAX / Pallas through StableHLO import, IR-built ops); imports JAX lazily.
-from torch_tpu import kernel  # noqa: E402,F401

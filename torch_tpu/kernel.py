@@ -39,7 +39,9 @@ JAX_INSTALL_HINT = ("JAX is not installed; run `make jax` (installs the pinned j
 
 def _add_jax_site() -> None:
     """Appends the environment's jax-site to sys.path when JAX is not importable otherwise
-    (cheap: no import), so `import torch_tpu` then `import jax` works inside the environment."""
+    (cheap: no import), so `from torch_tpu import kernel` then `import jax` works inside the
+    environment. Not done by `import torch_tpu`: libraries that probe for JAX (transformers)
+    should not find it unless kernels are in use."""
     import importlib.util
     if JAX_SITE not in sys.path and os.path.isdir(JAX_SITE) and importlib.util.find_spec("jax") is None:
         sys.path.append(JAX_SITE)

@@ -152,3 +152,97 @@ def test_without_jax_from_jax_says_how_to_install():
             "try:\n    k.from_jax(lambda x: x)\nexcept ImportError as e:\n    print(e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "make jax" in out.stdout, out.stdout + out.stderr
+
+
+# ---- torch.library custom ops with an IR implementation (no JAX needed) ----------------------
+from torch_tpu.kernel import ir  # noqa: E402
+
+
+@ir.kernel
+def _swish_ir(b, x):
+    return x * b.logistic(x)
+
+
+@ir.kernel
+def _swish_grad_ir(b, x, g):  # d/dx x s(x) = s(x) (1 + x (1 - s(x)))
+    s = b.logistic(x)
+    return g * s * (1.0 + x * (1.0 - s))
+
+
+@ir.kernel
+def _rownorm_ir(b, x, w):  # x / max(|x|) per row, times w; and the row maxima
+    m = b.reduce(b.abs(x), [1], "maximum")
+    y = x / b.reshape(m, [x.shape[0], 1]) * w
+    return y, m
+
+
+@torch.library.custom_op("torch_tpu_test::swish", mutates_args=())
+def swish(x: torch.Tensor) -> torch.Tensor:
+    return x * torch.sigmoid(x)
+
+
+@torch.library.custom_op("torch_tpu_test::swish_grad", mutates_args=())
+def swish_grad(x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    s = torch.sigmoid(x)
+    return g * s * (1 + x * (1 - s))
+
+
+swish.register_kernel("tpu")(_swish_ir)
+swish_grad.register_kernel("tpu")(_swish_grad_ir)
+swish.register_fake(lambda x: torch.empty_like(x))
+swish_grad.register_fake(lambda x, g: torch.empty_like(x))
+
+
+def _swish_setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0])
+
+
+swish.register_autograd(lambda ctx, g: swish_grad(ctx.saved_tensors[0], g), setup_context=_swish_setup)
+
+
+@pytest.mark.parametrize("mode", sorted(MODES) + ["compile"])
+def test_library_custom_op_with_ir_kernel(mode):
+    torch.manual_seed(0)
+    x = torch.randn(4, 7)
+    xd = x.to("tpu").requires_grad_()
+    f = (lambda t: swish(t * 2).sum(0))
+    if mode == "compile":
+        torch._dynamo.reset()
+        y = torch.compile(f, backend="tpu")(xd)
+    else:
+        with torch_tpu.eager_mode(MODES[mode]):
+            y = f(xd)
+    (y * torch.arange(7.0, device="tpu")).sum().backward()
+    xc = x.clone().requires_grad_()
+    yc = f(xc)
+    (yc * torch.arange(7.0)).sum().backward()
+    _close(y, yc)
+    _close(xd.grad, xc.grad)
+
+
+def test_ir_kernel_reduce_broadcast_and_two_outputs():
+    x, w = torch.randn(3, 5), torch.randn(5)
+    y, m = _rownorm_ir(x.to("tpu"), w.to("tpu"))
+    mc = x.abs().amax(1)
+    _close(m, mc)
+    _close(y, x / mc[:, None] * w)
+    assert "stablehlo.reduce" in _rownorm_ir.stablehlo(x.to("tpu"), w.to("tpu"))
+
+
+def test_ir_kernel_matmul_follows_precision():
+    @ir.kernel
+    def mm(b, a, c):
+        return b.dot_general(a, c)
+
+    a, c = torch.randn(8, 16), torch.randn(16, 4)
+    with torch_tpu.precision(torch_tpu.Precision.HIGHEST):
+        _close(mm(a.to("tpu"), c.to("tpu")), a @ c)
+
+
+def test_ir_kernel_bad_op_is_a_clear_error():
+    @ir.kernel
+    def bad(b, x):
+        return b.op("stablehlo.popcnt", x)
+
+    with pytest.raises(NotImplementedError, match=r"unsupported op 'stablehlo.popcnt' at line \d+"):
+        bad(torch.ones(3, device="tpu"))
