@@ -3,7 +3,9 @@
 // the control flow the IR has no op for: while loops unrolled while their condition folds to
 // a constant, case/if resolved (or all branches selected between), calls inlined.
 #include <cmath>
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <unordered_map>
 
@@ -211,6 +213,7 @@ class Importer {
     if (n == "dot_general" || n == "dot") return {dot(op)};
     if (n == "reduce") return reduce(op);
     if (n == "reduce_window") return {reduce_window(op)};
+    if (n == "gather") return {gather(op)};
     if (n == "dynamic_slice") {
       Vals x = operands(op);
       Vals idx(x.begin() + 1, x.end());
@@ -413,6 +416,57 @@ class Importer {
       a.pad_hi.push_back(p[2 * d + 1]);
     }
     return with_init(g_.reduce_window(x[0], a), x[1], red);
+  }
+
+  // stablehlo.gather of whole slices along one axis (jnp `x[idx]`, `take`): each index picks
+  // one row of axis a. Written as the IR's axis gather (both clamp out-of-range indices) on
+  // the operand with a moved first, then reshaped and permuted into the offset_dims layout.
+  Value gather(const Op& op) {
+    Vals x = operands(op);
+    std::string dn = attr(op, {"dimension_numbers"});
+    auto field = [&](const char* name) {
+      size_t p = dn.find(std::string(name) + " = ");
+      if (p == std::string::npos) return std::vector<int64_t>{};
+      size_t b = p + std::strlen(name) + 3;
+      size_t e = dn[b] == '[' ? dn.find(']', b) + 1 : dn.find_first_of(",>", b);
+      return parse_int_list(dn.substr(b, e - b), op.line);
+    };
+    std::vector<int64_t> offset = field("offset_dims"), collapsed = field("collapsed_slice_dims"),
+                         smap = field("start_index_map"), obatch = field("operand_batching_dims"),
+                         ivd = field("index_vector_dim"), sizes = ints(op, {"slice_sizes"});
+    const Shape xs = g_.shape(x[0]);
+    Shape is = g_.shape(x[1]);
+    const int64_t r = static_cast<int64_t>(xs.size());
+    bool ok = collapsed.size() == 1 && smap == collapsed && obatch.empty() && ivd.size() == 1 &&
+              static_cast<int64_t>(sizes.size()) == r;
+    int64_t a = ok ? collapsed[0] : 0;
+    for (int64_t d = 0; ok && d < r; ++d) ok = sizes[d] == (d == a ? 1 : xs[d]);
+    ok = ok && (ivd[0] == static_cast<int64_t>(is.size()) || (ivd[0] == static_cast<int64_t>(is.size()) - 1 && is.back() == 1));
+    if (!ok)
+      TPU_UNIMPLEMENTED("[stablehlo import] unsupported 'stablehlo.gather' at line ", op.line,
+                        "; only whole slices along one axis (x[idx], take) import");
+    if (ivd[0] < static_cast<int64_t>(is.size())) is.pop_back();
+    int64_t k = numel(is);
+    std::vector<int64_t> perm = {a};  // operand with axis a first
+    Shape rest;
+    for (int64_t d = 0; d < r; ++d)
+      if (d != a) { perm.push_back(d); rest.push_back(xs[d]); }
+    Value xt = g_.transpose(x[0], perm);
+    Shape ishape = {k};
+    ishape.insert(ishape.end(), rest.begin(), rest.end());
+    Value idx = g_.broadcast(g_.reshape(x[1], {k}), ishape, {0});
+    Attrs ax;
+    ax.dims = {0};
+    Value y = g_.op(OpCode::Gather, {xt, idx}, ax);  // [k, rest...]
+    Shape bs = is;
+    bs.insert(bs.end(), rest.begin(), rest.end());
+    y = g_.reshape(y, bs);  // [batch..., rest...]
+    const int64_t nb = static_cast<int64_t>(is.size()), nr = static_cast<int64_t>(bs.size());
+    std::vector<int64_t> out_perm(nr);
+    int64_t bi = 0, oi = 0;
+    for (int64_t p = 0; p < nr; ++p)
+      out_perm[p] = std::find(offset.begin(), offset.end(), p) != offset.end() ? nb + oi++ : bi++;
+    return g_.transpose(y, out_perm);
   }
 
   // jnp.argmax / argmin: reduce(values, iota along the one reduced dim) whose body compares

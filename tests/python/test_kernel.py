@@ -246,3 +246,16 @@ def test_ir_kernel_bad_op_is_a_clear_error():
 
     with pytest.raises(NotImplementedError, match=r"unsupported op 'stablehlo.popcnt' at line \d+"):
         bad(torch.ones(3, device="tpu"))
+
+
+@needs_jax
+def test_jnp_indexing_imports_as_gather():
+    import jax.numpy as jnp
+
+    k = kernel.from_jax(lambda x, i, j: (x[i], jnp.take(x, j, axis=1)), name="index")
+    x = torch.randn(10, 4)
+    i = torch.tensor([[0, 9], [-1, 3], [5, 5]], dtype=torch.int32)
+    j = torch.tensor([3, 0, 1], dtype=torch.int32)
+    a, b = k(x.to("tpu"), i.to("tpu"), j.to("tpu"))
+    _close(a, x[i.long()])
+    _close(b, x[:, j.long()])
