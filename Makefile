@@ -2,7 +2,7 @@
 IN_ENV := tools/in-env
 BUILD := build
 
-.PHONY: all build demo demo-mlp test test-pjrt test-cpp test-py test-dist clean env opinfo models pjrt-plugin
+.PHONY: all build demo demo-mlp test test-pjrt test-cpp test-py test-dist clean env opinfo models pjrt-plugin jax
 
 all: build
 
@@ -23,9 +23,9 @@ demo-mlp: build
 PJRT_CI := tests/python/test_runtime_seam.py tests/python/test_modes.py \
            tests/python/test_fused.py tests/python/test_ops_pointwise.py tests/python/test_ops_nn.py \
            tests/python/test_ops_views_copy.py tests/python/test_opinfo_fast.py \
-           tests/python/test_distributed.py::test_collectives_match_gloo[2]
+           tests/python/test_kernel.py tests/python/test_distributed.py::test_collectives_match_gloo[2]
 
-test: build pjrt-plugin
+test: build pjrt-plugin jax
 	$(IN_ENV) bash -c './$(BUILD)/tpu_cpp_tests --gtest_brief=1 && ./$(BUILD)/tpu_pjrt_tests --gtest_brief=1 && python3 -m pytest -q -n 2 tests/python && TORCH_TPU_RUNTIME=pjrt python3 -m pytest -q -n 2 $(PJRT_CI)'
 
 # Every Python test on the pjrt runtime (expected failures: tests/python/pjrt_expected_failures.txt).
@@ -36,6 +36,12 @@ test-pjrt: build pjrt-plugin
 # inside the environment cannot reach PyPI; docs/decisions/pjrt-plugin.md).
 pjrt-plugin: env
 	tools/pjrt-plugin
+
+# The pinned JAX (jax, jaxlib, ml_dtypes, opt_einsum wheels) unpacked into the environment, for
+# torch_tpu.kernel.from_jax and its tests (runs on the host like pjrt-plugin; without it those
+# tests skip; docs/decisions/custom-kernels.md).
+jax: env
+	tools/jax
 
 # Every distributed test, the heavier ones too (4-process DTensor, a stuck rank, torchrun);
 # `make test` runs the CI subset (tests/python/test_distributed*.py without dist_full).

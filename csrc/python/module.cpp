@@ -6,4 +6,5 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "torch_tpu native core";
   torch_tpu::python::init_device_bindings(m);
   torch_tpu::python::init_exec_bindings(m);
+  torch_tpu::python::init_kernel_bindings(m);
 }
