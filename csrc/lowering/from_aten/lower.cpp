@@ -2,6 +2,7 @@
 // kernel that serves functional, in-place and out= variants from one lowering.
 #include "lowering/from_aten/lower.h"
 #include "lowering/from_aten/fast_path.h"
+#include "lowering/from_aten/complex.h"
 
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
@@ -266,6 +267,7 @@ struct BoxedLowering final : c10::OperatorKernel {
     const auto& schema = op.schema();
     const size_t n = schema.arguments().size();
     auto args = torch::jit::last(*stack, n);
+    if (complex::maybe_run(op, stack)) return;  // complex tpu tensors: real pairs
     std::call_once(scalar_args_once_, [&] {
       for (const auto& a : schema.arguments()) {
         c10::TypePtr t = a.type();

@@ -14,6 +14,7 @@
 
 #include "device/device.h"
 #include "exec/stream.h"
+#include "lowering/from_aten/complex.h"
 #include "lowering/from_aten/lower.h"
 #include "lowering/from_aten/transfer.h"
 
@@ -92,12 +93,14 @@ at::Tensor& set_empty(at::Tensor& self) {
 }
 
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  if (complex::copy(self, dst)) return dst;
   transfer::copy(self, dst);
   return dst;
 }
 
 at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   if (dst.sizes() != self.sizes()) dst.resize_(self.sizes());
+  if (complex::copy(self, dst)) return dst;
   transfer::copy(self, dst);
   return dst;
 }
