@@ -2,7 +2,7 @@
 IN_ENV := tools/in-env
 BUILD := build
 
-.PHONY: all build demo demo-mlp test test-pjrt test-cpp test-py test-dist clean env opinfo models pjrt-plugin jax
+.PHONY: all build demo demo-mlp test test-pjrt test-cpp test-py test-dist test-asan test-asan-cpp clean env opinfo models pjrt-plugin jax
 
 all: build
 
@@ -57,8 +57,17 @@ opinfo: build
 models: build
 	$(IN_ENV) python3 -m torch_tpu.models --json $(BUILD)/models.json
 
+# ASan + UBSan (tools/test-asan): the C++ suites and the extension in build-asan/, then a
+# Python smoke subset on the sanitized extension. A cold build takes ~25 min on 2 cores, so
+# `make test` does not run it; `make test-asan-cpp` is the C++ suites alone.
+test-asan: pjrt-plugin
+	$(IN_ENV) tools/test-asan
+
+test-asan-cpp: pjrt-plugin
+	$(IN_ENV) tools/test-asan --cpp
+
 test-cpp: build
 	$(IN_ENV) ./$(BUILD)/tpu_cpp_tests --gtest_brief=1
 
 clean:
-	rm -rf $(BUILD) torch_tpu/_C*.so
+	rm -rf $(BUILD) build-asan build-pip torch_tpu/_C*.so

@@ -134,8 +134,7 @@ class TpuAllocator final : public c10::DeviceAllocator {
  private:
   static int check(c10::DeviceIndex idx) {
     int d = idx < 0 ? current_device() : idx;
-    TORCH_CHECK(d < device_count(), "[allocator] invalid device index; got ", d, ", expected 0..",
-                device_count() - 1);
+    check_index("allocator", d);
     return d;
   }
   template <class F>

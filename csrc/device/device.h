@@ -15,6 +15,9 @@ namespace torch_tpu::device {
 
 // Number of "tpu" devices (env TORCH_TPU_NUM_DEVICES, default 1; read once).
 int device_count();
+// Raises "[who] invalid device index; got tpu:i, expected tpu:0..n-1 (n tpu devices; env
+// TORCH_TPU_NUM_DEVICES)" unless 0 <= idx < device_count().
+void check_index(const char* who, int idx);
 // The calling thread's current device (set by the guard / torch.tpu.set_device).
 int current_device();
 void set_current_device(int idx);

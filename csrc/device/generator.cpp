@@ -99,8 +99,7 @@ DefaultGenerators& defaults() {
 
 const at::Generator& default_generator(int dev) {
   if (dev < 0) dev = current_device();
-  TORCH_CHECK(dev < device_count(), "[generator] invalid device index; got ", dev, ", expected 0..",
-              device_count() - 1);
+  check_index("generator", dev);
   auto& d = defaults();
   std::call_once(d.once[dev], [&] { d.gens[dev] = at::make_generator<PhiloxGenerator>(dev); });
   return d.gens[dev];

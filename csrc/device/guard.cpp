@@ -37,8 +37,7 @@ int read_device_count() {
 
 int resolve(c10::DeviceIndex idx) {
   int i = idx < 0 ? t_device : idx;
-  TORCH_CHECK(i < device_count(), "[device] invalid device index; got ", i, ", expected 0..",
-              device_count() - 1);
+  check_index("device", i);
   return i;
 }
 
@@ -168,6 +167,13 @@ C10_REGISTER_GUARD_IMPL(PrivateUse1, TpuGuardImpl);
 int device_count() {
   static const int n = read_device_count();
   return n;
+}
+
+void check_index(const char* who, int idx) {
+  int n = device_count();
+  TORCH_CHECK(idx >= 0 && idx < n, "[", who, "] invalid device index; got tpu:", idx, ", expected ",
+              n == 1 ? std::string("tpu:0") : "tpu:0..tpu:" + std::to_string(n - 1), " (", n, " tpu device",
+              n == 1 ? "" : "s", "; env TORCH_TPU_NUM_DEVICES sets the count)");
 }
 
 int current_device() { return t_device; }

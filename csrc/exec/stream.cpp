@@ -44,7 +44,7 @@ void enqueue(int dev, const char* name, std::function<void()> fn) {
   runtime::stream::enqueue(dev, name, std::move(fn));
   if (m == Mode::Debug) {
     ++n_debug;
-    runtime::stream::wait(dev, runtime::stream::queued(dev));
+    runtime::stream::wait_at_call(dev, runtime::stream::queued(dev));
   } else if (m == Mode::Fused) {
     ++n_fused;  // one fused window (or an op issued while fused mode is on)
   } else {

@@ -21,8 +21,7 @@ c10::DeviceAllocator* tpu_allocator() { return c10::getDeviceAllocator(c10::Devi
 
 c10::DeviceIndex index(int dev) {
   int d = dev < 0 ? device::current_device() : dev;
-  TORCH_CHECK(d < device::device_count(), "[device] invalid device index; got ", d, ", expected 0..",
-              device::device_count() - 1);
+  device::check_index("device", d);
   return static_cast<c10::DeviceIndex>(d);
 }
 

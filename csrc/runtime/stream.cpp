@@ -89,7 +89,7 @@ class Stream {
   }
   int64_t busy_ns() const { return busy_ns_.load(std::memory_order_relaxed); }
 
-  void wait(uint64_t m) {
+  void wait(uint64_t m, bool at_call) {
     drain(m);
     std::string e;
     ErrorKind kind;
@@ -100,7 +100,12 @@ class Stream {
       error_.clear();
       kind = error_kind_;
       error_kind_ = ErrorKind::Runtime;
+      if (later_errors_ > 0) e += " (and " + std::to_string(later_errors_) + " later asynchronous error(s))";
+      later_errors_ = 0;
     }
+    if (!at_call)
+      e += ". Raised at a sync point: tpu ops run asynchronously, so the Python stack is not the "
+           "issuing call's; TORCH_TPU_LAUNCH_BLOCKING=1 raises it at the call";
     if (Thrower t = g_thrower.load()) t(kind, e);
     if (kind == ErrorKind::NotImplemented) throw NotImplemented(e);
     if (kind == ErrorKind::Index) throw IndexError(e);
@@ -153,13 +158,10 @@ class Stream {
     }
   }
 
+  // A failed command leaves its outputs unspecified; the commands after it still run (those
+  // that do not read those outputs compute correct values), and the first error waits for
+  // the next wait(). Dropping them would silently leave later tensors unwritten.
   void run_one(Command& c) {
-    bool skip;
-    {
-      std::lock_guard<std::mutex> g(err_mu_);
-      skip = !error_.empty();  // after a failure, later commands are dropped until the wait
-    }
-    if (skip) return;
     std::string err;
     ErrorKind kind = ErrorKind::Runtime;
     // The message names the command once: a check's message already starts with "[op]".
@@ -185,6 +187,8 @@ class Stream {
       if (error_.empty()) {
         error_ = std::move(err);
         error_kind_ = kind;
+      } else {
+        ++later_errors_;
       }
     }
   }
@@ -197,6 +201,7 @@ class Stream {
   std::mutex err_mu_;  // guards error_ (taken inside and outside mu_)
   std::string error_;
   ErrorKind error_kind_ = ErrorKind::Runtime;
+  int64_t later_errors_ = 0;  // failures after the first one, before the wait that reports it
   bool sleeping_ = false;
   std::atomic<bool> pending_{false};
 
@@ -255,7 +260,8 @@ uint64_t mark(int dev) {
 }
 uint64_t queued(int dev) { return g_bad_fork ? 0 : get(dev).mark(); }
 bool done(int dev, uint64_t m) { return g_bad_fork || get(dev).done(m); }
-void wait(int dev, uint64_t m) { get(dev).wait(m); }
+void wait(int dev, uint64_t m) { get(dev).wait(m, /*at_call=*/false); }
+void wait_at_call(int dev, uint64_t m) { get(dev).wait(m, /*at_call=*/true); }
 void drain(int dev, uint64_t m) {
   if (!g_bad_fork) get(dev).drain(m);
 }
@@ -264,14 +270,14 @@ void synchronize(int dev) {
   check_fork();
   flush_deferred(dev);
   Stream& s = get(dev);
-  s.wait(s.mark());
+  s.wait(s.mark(), false);
 }
 
 void synchronize_all() {
   check_fork();
   flush_deferred(-1);
   for (int d = 0; d < kMaxDevices; ++d)
-    if (Stream* s = g_streams[d].load(std::memory_order_acquire)) s->wait(s->mark());
+    if (Stream* s = g_streams[d].load(std::memory_order_acquire)) s->wait(s->mark(), false);
 }
 
 bool on_worker() { return t_worker; }

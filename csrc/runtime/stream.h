@@ -2,7 +2,8 @@
 // Everything that touches device memory (executables, transfers, checks) runs as a command,
 // so one stream order holds for all of it; the caching allocator relies on that order to
 // reuse freed memory at once. An exception inside a command is kept and rethrown, with the
-// command named, at the next wait; later commands are dropped until then. Thread-safe.
+// command named, at the next wait; the failed command's outputs are unspecified, and later
+// commands still run (work that does not read those outputs stays correct). Thread-safe.
 // Torch-free: the eager modes that decide when to wait live in exec/stream.h.
 #pragma once
 #include <cstdint>
@@ -30,6 +31,9 @@ uint64_t mark(int dev);
 uint64_t queued(int dev);
 bool done(int dev, uint64_t mark);
 void wait(int dev, uint64_t mark);
+// wait() for the launch-blocking (debug) mode: the error is raised by the op's own call, so
+// its message does not carry wait()'s "raised at a sync point" hint.
+void wait_at_call(int dev, uint64_t mark);
 // Waits like wait() but leaves a pending error for the next wait (for the allocator).
 void drain(int dev, uint64_t mark);
 // Flushes deferred work and waits for everything queued so far.

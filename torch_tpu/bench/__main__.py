@@ -1,5 +1,9 @@
-"""python -m torch_tpu.bench NAME [args...]"""
+"""python -m torch_tpu.bench NAME [args...] [--no-progress]
+
+Long benchmarks draw a tqdm bar on stderr when it is a terminal; --no-progress (or
+TORCH_TPU_PROGRESS=0) turns it off."""
 import importlib
+import os
 import pkgutil
 import sys
 
@@ -12,8 +16,11 @@ def _names():
 
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
+    if "--no-progress" in argv:
+        argv.remove("--no-progress")
+        os.environ["TORCH_TPU_PROGRESS"] = "0"
     if not argv or argv[0] in ("-h", "--help"):
-        print("usage: python -m torch_tpu.bench NAME [args]\nbenchmarks: " + ", ".join(_names()))
+        print("usage: python -m torch_tpu.bench NAME [args] [--no-progress]\nbenchmarks: " + ", ".join(_names()))
         return 0
     name = argv.pop(0)
     if name not in _names():

@@ -26,6 +26,7 @@ import time
 import torch
 
 import torch_tpu
+from torch_tpu._internal import progress
 from torch_tpu.bench.gpt import setup as _gpt_setup_n
 
 
@@ -113,7 +114,7 @@ def _race(sides, warmup, steps, rounds):
     for s in sides.values():
         s.steps(warmup)
     best = {k: float("inf") for k in sides}
-    for _ in range(rounds):
+    for _ in progress.wrap(range(rounds), "rounds"):
         for k, s in sides.items():
             best[k] = min(best[k], s.timed(steps))
     return best

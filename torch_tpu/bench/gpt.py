@@ -20,6 +20,7 @@ import time
 import torch
 
 import torch_tpu
+from torch_tpu._internal import progress
 
 _EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "gpt.py"
 
@@ -85,7 +86,7 @@ def main(argv=None):
         for s in sides.values():
             s.steps(args.warmup)
         best = {k: float("inf") for k in sides}
-        for _ in range(args.rounds):
+        for _ in progress.wrap(range(args.rounds), "gpt rounds"):
             for k, s in sides.items():
                 best[k] = min(best[k], s.timed(args.steps))
     finally:

@@ -19,6 +19,7 @@ import torch
 
 import torch_tpu
 from torch_tpu import Precision
+from torch_tpu._internal import progress
 
 # name: (batch or None, M, K, N)
 SHAPES = {
@@ -127,7 +128,7 @@ def main(argv=None):
     head = f"{'shape':<12} {'B,M,K,N':<18}" + "".join(f"{v:>13}" for v in VARIANTS) + "  DEF/fp32 HIGH/DEF"
     print(head)
     table = {}
-    for nm in names:
+    for nm in progress.wrap(names, "matmul shapes"):
         gf, errs = _bench_shape(SHAPES[nm], args.rounds, budget=20.0)
         table[nm] = (gf, errs)
         bt, m, k, n = SHAPES[nm]

@@ -14,6 +14,7 @@ import copy
 import torch
 
 import torch_tpu
+from torch_tpu._internal import progress
 from torch_tpu.bench.gpt import setup
 
 
@@ -28,7 +29,7 @@ def _run(gpt, model, batches, mode, steps):
     eager = torch_tpu.EagerMode.DEFER_AND_FUSE if mode == "fused" else torch_tpu.EagerMode.DEFER_NEVER
     at = {}
     with torch_tpu.eager_mode(eager):
-        for i in range(1, steps + 1):
+        for i in progress.wrap(range(1, steps + 1), f"memory {mode}"):
             x, y = data[i % len(data)]
             _, loss = fwd(x, y)
             opt.zero_grad(set_to_none=True)

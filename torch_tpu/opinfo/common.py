@@ -230,27 +230,27 @@ def sync_quietly():
 
 
 class Progress:
-    """A one-line progress bar on stderr (\\r-updated; silent when disabled)."""
+    """The runner's progress bar: tqdm on stderr when it is a terminal (torch_tpu._internal.
+    progress); `enabled=False` (--quiet) or TORCH_TPU_PROGRESS=0 turns it off."""
 
     def __init__(self, total, enabled=True, label="opinfo"):
-        self.total, self.enabled, self.label = total, enabled, label
-        self.start = time.time()
+        from torch_tpu._internal import progress
+
         self.counts = {}
+        self.done_n = 0
+        self.bar = progress.bar(total, label, enabled)
 
     def update(self, i, name, status=None):
         if status:
             self.counts[status] = self.counts.get(status, 0) + 1
-        if not self.enabled:
-            return
+        if i > self.done_n:
+            self.bar.update(i - self.done_n)
+            self.done_n = i
         c = " ".join(f"{k}={v}" for k, v in sorted(self.counts.items()))
-        line = f"\r[{self.label} {i}/{self.total} {time.time() - self.start:5.0f}s] {name[:36]:<36} {c}"
-        sys.stderr.write(line[:150].ljust(150))
-        sys.stderr.flush()
+        self.bar.set_postfix_str(f"{name[:36]} {c}")
 
     def done(self):
-        if self.enabled:
-            sys.stderr.write("\r" + " " * 150 + "\r")
-            sys.stderr.flush()
+        self.bar.close()
 
 
 def worst(statuses):

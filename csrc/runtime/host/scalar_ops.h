@@ -188,9 +188,16 @@ TPU_BINARY_OP(LegendreP, special::legendre_poly(a, b))
 struct GcdOp {
   template <class T>
   static T f(T a, T b) {
-    if constexpr (kSigned<T>) return static_cast<T>(std::gcd(static_cast<int64_t>(a), static_cast<int64_t>(b)));
-    else if constexpr (kIsInt<T>) return static_cast<T>(std::gcd(static_cast<uint64_t>(a), static_cast<uint64_t>(b)));
-    else return a;
+    // On magnitudes as uint64: std::gcd(int64) negates INT64_MIN (undefined; UBSan). The
+    // result is the same elsewhere, and gcd(INT64_MIN, 0) = 2^63 casts back to INT64_MIN.
+    if constexpr (kSigned<T>) {
+      auto mag = [](T v) { return v < 0 ? uint64_t{0} - static_cast<uint64_t>(v) : static_cast<uint64_t>(v); };
+      return static_cast<T>(std::gcd(mag(a), mag(b)));
+    } else if constexpr (kIsInt<T>) {
+      return static_cast<T>(std::gcd(static_cast<uint64_t>(a), static_cast<uint64_t>(b)));
+    } else {
+      return a;
+    }
   }
 };
 

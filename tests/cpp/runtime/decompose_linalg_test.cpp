@@ -34,6 +34,13 @@ runtime::Runtime* pjrt_or_null(std::string* why) {
 std::vector<Tensor> run_pjrt(runtime::Runtime& rt, const Graph& g, std::vector<Tensor> inputs) {
   auto exe = rt.compile(g);
   std::vector<runtime::Buffer*> bufs;
+  struct Release {  // also when run() throws (tests that expect the plugin to reject a graph)
+    runtime::Runtime& rt;
+    std::vector<runtime::Buffer*>& bufs;
+    ~Release() {
+      for (runtime::Buffer* b : bufs) rt.deallocate(b);
+    }
+  } release{rt, bufs};
   std::vector<runtime::View> in, out;
   auto device_view = [&](const Tensor& t) {
     runtime::Buffer* b = rt.allocate(0, std::max<size_t>(t.numel() * ir::dtype_size(t.dtype), 1));
@@ -50,7 +57,6 @@ std::vector<Tensor> run_pjrt(runtime::Runtime& rt, const Graph& g, std::vector<T
   exe->run(in, out);
   for (size_t i = 0; i < outs.size(); ++i)
     if (outs[i].numel()) rt.read(out[i], reinterpret_cast<std::byte*>(outs[i].data()));
-  for (runtime::Buffer* b : bufs) rt.deallocate(b);
   return outs;
 }
 

@@ -88,18 +88,29 @@ TEST(RuntimeSeam, StreamRunsInOrderAndReportsTheFailingCommand) {
   for (int i = 0; i < 100; ++i) EXPECT_EQ(order[i], i);
   std::atomic<int> after{0};
   runtime::stream::enqueue(dev, "bad_op", [] { TPU_CHECK(false, "boom"); });
-  runtime::stream::enqueue(dev, "later", [&after] { ++after; });  // dropped: an error is pending
+  runtime::stream::enqueue(dev, "later", [&after] { ++after; });  // still runs: an error is pending
+  runtime::stream::enqueue(dev, "bad_too", [] { TPU_CHECK(false, "second"); });
   runtime::stream::drain(dev, runtime::stream::queued(dev));      // waits, keeps the error
-  EXPECT_EQ(after.load(), 0);
+  EXPECT_EQ(after.load(), 1);
   try {
     runtime::stream::synchronize(dev);
     FAIL() << "expected the pending error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("[bad_op] asynchronous op failed: boom"), std::string::npos) << e.what();
+    std::string what = e.what();
+    EXPECT_NE(what.find("[bad_op] asynchronous op failed: boom (and 1 later asynchronous error(s))"),
+              std::string::npos) << what;
+    EXPECT_NE(what.find("TORCH_TPU_LAUNCH_BLOCKING=1"), std::string::npos) << what;
   }
   runtime::stream::enqueue(dev, "later", [&after] { ++after; });  // the stream works again
   runtime::stream::synchronize(dev);
-  EXPECT_EQ(after.load(), 1);
+  EXPECT_EQ(after.load(), 2);
+  runtime::stream::enqueue(dev, "bad_op", [] { TPU_CHECK(false, "boom"); });
+  try {
+    runtime::stream::wait_at_call(dev, runtime::stream::queued(dev));
+    FAIL() << "expected the error";
+  } catch (const Error& e) {  // raised by the call itself: no sync-point hint
+    EXPECT_EQ(std::string(e.what()).find("sync point"), std::string::npos) << e.what();
+  }
 }
 
 // The profiler's view: each command queued while an observer is set is reported once, on the

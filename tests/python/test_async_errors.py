@@ -1,0 +1,88 @@
+"""Asynchronous errors (issue 18): an error inside queued work (an index out of range) raises
+at the next sync point naming the op, with a hint that TORCH_TPU_LAUNCH_BLOCKING=1 raises it
+at the call; under TORCH_TPU_LAUNCH_BLOCKING=1 it raises from the op's own call, the Python
+traceback ending at the user's line. Work queued after the failing op but independent of it
+is computed (not skipped), and work after the report is correct: the stream recovers."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_tpu
+from torch_tpu import EagerMode
+
+ASYNC_MODES = [EagerMode.DEFER_NEVER, EagerMode.DEFER_AND_FUSE]
+
+BAD = {
+    "embedding": (lambda w, i: F.embedding(i, w), r"\[aten::index_select\] index out of range"),
+    "index_select": (lambda w, i: w.index_select(0, i), r"\[aten::index_select\] index out of range"),
+    "gather": (lambda w, i: w.gather(0, i[:, None].expand(-1, 3)), r"\[aten::gather\].*out of bounds"),
+}
+
+
+@pytest.mark.parametrize("mode", ASYNC_MODES, ids=lambda m: m.name)
+@pytest.mark.parametrize("op", list(BAD))
+def test_error_at_sync_and_later_work_correct(op, mode):
+    fn, match = BAD[op]
+    w = torch.randn(5, 3)
+    a_cpu = torch.arange(6.0)
+    with torch_tpu.eager_mode(mode):
+        a = a_cpu.to("tpu")
+        torch.tpu.synchronize()
+        fn(w.to("tpu"), torch.tensor([1, 9]).to("tpu"))  # returns: the check runs on the device
+        b = a * 2  # queued after the failing op, independent of it
+        a.add_(1)
+        c = torch.ones(4).to("tpu")  # a transfer queued after it
+        with pytest.raises((IndexError, RuntimeError), match=match) as info:
+            torch.tpu.synchronize()
+        assert "TORCH_TPU_LAUNCH_BLOCKING=1" in str(info.value)
+        # Nothing queued after the error was skipped.
+        assert torch.equal(b.cpu(), a_cpu * 2)
+        assert torch.equal(a.cpu(), a_cpu + 1)
+        assert torch.equal(c.cpu(), torch.ones(4))
+        # The stream recovered: new work, including the same op with good indices, is correct.
+        idx = torch.tensor([4, 0])
+        got = fn(w.to("tpu"), idx.to("tpu"))
+        torch.testing.assert_close(got.cpu(), fn(w, idx), rtol=0, atol=0)
+        torch.tpu.synchronize()  # nothing pending any more
+
+
+@pytest.mark.parametrize("mode", ASYNC_MODES, ids=lambda m: m.name)
+def test_error_reported_once(mode):
+    with torch_tpu.eager_mode(mode):
+        w = torch.randn(5, 3).to("tpu")
+        w.index_select(0, torch.tensor([7]).to("tpu"))
+        with pytest.raises(IndexError):
+            w.sum().item()
+        assert w.sum().item() == pytest.approx(w.cpu().sum().item())  # no second report
+        torch.tpu.synchronize()
+
+
+USER_SCRIPT = textwrap.dedent("""\
+    import traceback, torch, torch_tpu
+    import torch.nn.functional as F
+    w = torch.randn(5, 3).to("tpu")
+    idx = torch.tensor([1, 9]).to("tpu")
+    try:
+        F.embedding(idx, w)  # line 6: the user's call
+        print("returned")
+    except IndexError as e:
+        frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename == __file__]
+        print("line", frames[-1].lineno, "hint" if "sync point" in str(e) else "no hint", str(e).split(".")[0])
+    b = torch.arange(3.0, device="tpu") * 2
+    print(b.cpu().tolist())
+""")
+
+
+def test_launch_blocking_raises_at_the_users_line(tmp_path):
+    script = tmp_path / "user.py"
+    script.write_text(USER_SCRIPT)
+    env = dict(os.environ, TORCH_TPU_LAUNCH_BLOCKING="1")
+    r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["line 6 no hint [aten::index_select] index out of range in self",
+                                     "[0.0, 2.0, 4.0]"], r.stdout
