@@ -1,0 +1,152 @@
+"""Runs fuzz calls in worker subprocesses so that an abort, a segfault or a hang is recorded
+as one call's verdict (with its reproducer) and the run goes on from the next call.
+
+Protocol: the worker (`python -m torch_tpu.fuzz --worker`) prints one JSON line when it
+starts drawing call i ({"i", "phase": "draw"}), one when it starts running it ({"phase":
+"run", "repro", ...}) and one with the verdict. The parent waits `draw_timeout` seconds for a
+draw (sample generation on CPU can be slow) and `timeout` seconds for a run."""
+import collections
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+from torch_tpu.fuzz import known as known_mod
+
+
+def worker_main(seed, start, stop, fused_fraction, sources):
+    from torch_tpu.fuzz.worker import Fuzzer
+
+    fz = Fuzzer(fused_fraction, sources)
+    out = sys.stdout
+    for i in range(start, stop):
+        print(json.dumps({"i": i, "phase": "draw"}), file=out, flush=True)
+        call = fz.draw(seed, i)
+        head = {"i": i, "phase": "run", "op": f"{call.source}:{call.name}", "dtype": str(call.dtype)[6:],
+                "variant": call.variant, "mode": call.mode, "tags": call.tags, "repro": call.repro}
+        print(json.dumps(head), file=out, flush=True)
+        res = fz.run(call)
+        res.update({"i": i, "phase": "done"})
+        print(json.dumps(res), file=out, flush=True)
+
+
+def _spawn(seed, start, stop, args, errf):
+    cmd = [sys.executable, "-m", "torch_tpu.fuzz", "--worker", "--seed", str(seed),
+           "--start", str(start), "--stop", str(stop), "--fused-fraction", str(args.fused_fraction),
+           "--sources", args.sources]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=errf, start_new_session=True, text=True)
+
+
+def _kill(p):
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    p.wait()
+
+
+def _tail(errf, n=600):
+    errf.flush()
+    errf.seek(0)
+    s = errf.read().decode(errors="replace")
+    return " ".join(s[-n:].split())
+
+
+def run(args, progress=True):
+    """Runs calls [0, args.calls) of args.seed; returns the report dict."""
+    t0 = time.time()
+    results = {}
+    heads = {}
+    i, stop = args.start, args.start + args.calls
+    while i < stop:
+        bstop = min(stop, i + args.batch)
+        with tempfile.TemporaryFile(dir=args.tmpdir) as errf:
+            p = _spawn(args.seed, i, bstop, args, errf)
+            sel = selectors.DefaultSelector()
+            sel.register(p.stdout, selectors.EVENT_READ)
+            phase, cur, buf = "start", i, ""
+            while True:
+                limit = args.timeout if phase == "run" else args.draw_timeout
+                if not sel.select(timeout=limit):
+                    _kill(p)
+                    if phase == "run":
+                        results[cur] = {"verdict": "hang", "detail": f"no result after {limit:g} s"}
+                        i = cur + 1
+                    else:  # a draw that never ends is the fuzzer's problem, not tpu's
+                        results[cur] = {"verdict": "skipped", "detail": f"draw over {limit:g} s"}
+                        i = cur + 1
+                    break
+                line = p.stdout.readline()
+                if not line:  # the worker exited
+                    rc = p.wait()
+                    if rc != 0 and phase == "run":
+                        sig = f"signal {-rc}" if rc < 0 else f"exit {rc}"
+                        results[cur] = {"verdict": "crash", "detail": f"{sig}: {_tail(errf)}"}
+                        i = cur + 1
+                    elif rc != 0:
+                        raise RuntimeError(f"[fuzz] worker failed outside a call (rc {rc}): {_tail(errf)}")
+                    else:
+                        i = bstop
+                    break
+                msg = json.loads(line)
+                cur, phase = msg["i"], msg["phase"]
+                if phase == "run":
+                    heads[cur] = msg
+                elif phase == "done":
+                    results[cur] = msg
+                    if progress:
+                        _progress(len(results), args.calls, t0, results)
+            sel.close()
+    if progress:
+        sys.stderr.write("\n")
+    return _report(args, results, heads, time.time() - t0)
+
+
+_last = [0.0]
+
+
+def _progress(n, total, t0, results):
+    if time.time() - _last[0] < 0.5 and n < total:
+        return
+    _last[0] = time.time()
+    c = collections.Counter(r["verdict"] for r in results.values())
+    bad = sum(v for k, v in c.items() if k not in ("ok", "both-raise", "not-implemented", "skipped"))
+    sys.stderr.write(f"\r[fuzz {n}/{total} {time.time() - t0:5.0f}s] ok={c['ok']} both-raise={c['both-raise']} "
+                     f"not-impl={c['not-implemented']} failures={bad}   ")
+    sys.stderr.flush()
+
+
+def _report(args, results, heads, wall):
+    from torch_tpu.fuzz.worker import CATEGORIES
+
+    known = known_mod.load(args.known) if args.known else []
+    failures, counts, hit = [], collections.Counter(), set()
+    for i in sorted(results):
+        r, h = results[i], heads.get(i, {})
+        counts[r["verdict"]] += 1
+        if r["verdict"] in CATEGORIES:
+            f = {"call": i, "category": r["verdict"], "op": h.get("op"), "dtype": h.get("dtype"),
+                 "variant": h.get("variant"), "mode": h.get("mode"), "tags": h.get("tags", []),
+                 "detail": r.get("detail", ""), "repro": h.get("repro", ""),
+                 "rerun": f"python -m torch_tpu.fuzz --seed {args.seed} --call {i}"}
+            line = known_mod.match(known, f)
+            if line is not None:
+                f["known"] = line.text
+                hit.add(line.n)
+            failures.append(f)
+    errors = [r for r in results.values() if r["verdict"] == "both-raise"]
+    unnamed = sum(1 for r in errors if not r.get("names_op"))
+    by_cat = {c: counts.get(c, 0) for c in CATEGORIES}
+    return {
+        "seed": args.seed, "calls": len(results), "wall_s": round(wall, 1),
+        "verdicts": dict(sorted(counts.items())),
+        "mismatches": sum(by_cat.values()), "by_category": by_cat,
+        "unknown_failures": sum(1 for f in failures if "known" not in f),
+        "both_raise_not_naming_op": unnamed,
+        "stale_known": [k.text for k in known if k.n not in hit],
+        "failures": failures,
+    }
