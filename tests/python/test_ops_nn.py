@@ -271,3 +271,17 @@ def test_embedding_bag_matches_cpu(mode, extra):
         res.append([y.detach().cpu(), ww.grad.cpu()] + ([pp.grad.cpu()] if pp is not None else []))
     for a, b in zip(*res):
         torch.testing.assert_close(b, a, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("out_size", [(None, 3, 2), (4, 4, 1), (3, 5, 2), (1, 1, 1)])
+def test_adaptive_avg_pool_keeps_nonfinite_in_its_window(out_size):
+    """NaN / Inf reach only the windows that contain them (found by the fuzzer: the averaging
+    matrix's zeros spread them, 0 * inf = NaN, to every output along the dim)."""
+    x = torch.randn(2, 1, 8, 7, 3)
+    x[0, 0, 0, 0, 0] = float("nan")
+    x[1, 0, 5, 5, 1] = float("inf")
+    x[1, 0, 2, 1, 2] = float("-inf")
+    expected = F.adaptive_avg_pool3d(x, out_size)
+    torch.testing.assert_close(F.adaptive_avg_pool3d(x.to("tpu"), out_size).cpu(), expected, equal_nan=True)
+    x1 = x[:, 0, :, :, 0]
+    torch.testing.assert_close(F.adaptive_avg_pool1d(x1.to("tpu"), 5).cpu(), F.adaptive_avg_pool1d(x1, 5), equal_nan=True)

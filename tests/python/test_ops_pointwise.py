@@ -176,3 +176,14 @@ def test_same_tensor_twice_then_two_tensors():
     assert torch.equal((xt * yt).cpu(), x * y)
     assert torch.equal(torch.add(yt, xt, alpha=2).cpu(), torch.add(y, x, alpha=2))
     assert torch.equal(torch.add(xt, xt, alpha=2).cpu(), torch.add(x, x, alpha=2))
+
+
+def test_integer_division_of_an_empty_tensor_by_zero():
+    """An empty integer tensor divided by a zero Scalar gives an empty result, as on CPU (no
+    element is divided); a non-empty one still raises ZeroDivisionError."""
+    e = torch.empty(0, 3, dtype=torch.int64)
+    for f in (lambda a: a // 0, lambda a: a % 0, lambda a: torch.fmod(a, 0),
+              lambda a: torch.div(a, 0, rounding_mode="trunc")):
+        assert f(e.to("tpu")).cpu().shape == f(e).shape
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        (torch.ones(2, dtype=torch.int64, device="tpu") // 0).cpu()

@@ -26,6 +26,7 @@ SKIP_ENTRIES = {
     "item", "tolist", "storage", "data_ptr",
     "sparse.sampled_addmm", "sparse.mm.reduce", "to_sparse",
     "nonzero_static", "torch._scaled_mm", "_refs.empty_permuted",
+    "resize_", "resize_as_",  # the grown part is uninitialized memory
 }
 
 
@@ -98,8 +99,9 @@ def _with_out(op):
     def call(*args, **kwargs):
         leaves = [x for x in pytree.tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)]
         dev = leaves[0].device if leaves else torch.device(kwargs.get("device") or "cpu")
-        cpu_args, cpu_kwargs = pytree.tree_map(
-            lambda x: x.cpu() if isinstance(x, torch.Tensor) else ("cpu" if x == dev.type else x), (args, kwargs))
+        cpu_args, cpu_kwargs = pytree.tree_map(  # copies: the probe must not update running stats
+            lambda x: x.detach().cpu().clone() if isinstance(x, torch.Tensor) else ("cpu" if x == dev.type else x),
+            (args, kwargs))
         ref = op.op(*cpu_args, **cpu_kwargs)
         if isinstance(ref, torch.Tensor):
             out = torch.empty(ref.shape, dtype=ref.dtype, device=dev)
