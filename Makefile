@@ -2,7 +2,7 @@
 IN_ENV := tools/in-env
 BUILD := build
 
-.PHONY: all build demo demo-mlp test test-pjrt test-cpp test-py test-dist clean env opinfo models pjrt-plugin
+.PHONY: all build demo demo-mlp test test-pjrt test-cpp test-py test-dist clean env opinfo models pjrt-plugin fuzz
 
 all: build
 
@@ -50,6 +50,14 @@ opinfo: build
 # (README "Model coverage"; torch_tpu/models/README.md).
 models: build
 	$(IN_ENV) python3 -m torch_tpu.models --json $(BUILD)/models.json
+
+# Differential fuzzing vs PyTorch CPU, the long run (torch_tpu/fuzz; ~6 min here): 10,000 random
+# op calls; fails on a failure not in torch_tpu/fuzz/known_failures.txt or a stale known line.
+# CI runs 1,000 calls (tests/python/test_fuzz.py).
+FUZZ_CALLS ?= 10000
+FUZZ_SEED ?= 1
+fuzz: build
+	$(IN_ENV) python3 -m torch_tpu.fuzz --calls $(FUZZ_CALLS) --seed $(FUZZ_SEED) --check-stale --json $(BUILD)/fuzz.json
 
 test-cpp: build
 	$(IN_ENV) ./$(BUILD)/tpu_cpp_tests --gtest_brief=1

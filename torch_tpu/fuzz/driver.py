@@ -23,12 +23,18 @@ def worker_main(seed, start, stop, fused_fraction, sources):
 
     fz = Fuzzer(fused_fraction, sources)
     out = sys.stdout
+    # Test hook: TORCH_TPU_FUZZ_FAULT="abort@3,hang@5" aborts / hangs inside those calls.
+    faults = dict(reversed(f.split("@")) for f in os.environ.get("TORCH_TPU_FUZZ_FAULT", "").split(",") if f)
     for i in range(start, stop):
         print(json.dumps({"i": i, "phase": "draw"}), file=out, flush=True)
         call = fz.draw(seed, i)
         head = {"i": i, "phase": "run", "op": f"{call.source}:{call.name}", "dtype": str(call.dtype)[6:],
                 "variant": call.variant, "mode": call.mode, "tags": call.tags, "repro": call.repro}
         print(json.dumps(head), file=out, flush=True)
+        if faults.get(str(i)) == "abort":
+            os.abort()
+        if faults.get(str(i)) == "hang":
+            time.sleep(3600)
         res = fz.run(call)
         res.update({"i": i, "phase": "done"})
         print(json.dumps(res), file=out, flush=True)
@@ -138,15 +144,16 @@ def _report(args, results, heads, wall):
                 f["known"] = line.text
                 hit.add(line.n)
             failures.append(f)
-    errors = [r for r in results.values() if r["verdict"] == "both-raise"]
-    unnamed = sum(1 for r in errors if not r.get("names_op"))
+    unnamed = collections.Counter(heads.get(i, {}).get("op") for i, r in results.items()
+                                  if r["verdict"] == "both-raise" and not r.get("names_op"))
     by_cat = {c: counts.get(c, 0) for c in CATEGORIES}
     return {
         "seed": args.seed, "calls": len(results), "wall_s": round(wall, 1),
         "verdicts": dict(sorted(counts.items())),
         "mismatches": sum(by_cat.values()), "by_category": by_cat,
         "unknown_failures": sum(1 for f in failures if "known" not in f),
-        "both_raise_not_naming_op": unnamed,
+        "both_raise_not_naming_op": sum(unnamed.values()),
+        "not_naming_op_by_op": dict(unnamed.most_common(20)),
         "stale_known": [k.text for k in known if k.n not in hit],
         "failures": failures,
     }

@@ -3,6 +3,7 @@
 Call i of seed s is a pure function of (s, i): `python -m torch_tpu.fuzz --seed s --call i`
 replays it. The verdict is "ok" (equal within the OpInfo runner's tolerances, NaNs at the
 same places; or both raised) or one of CATEGORIES."""
+import contextlib
 import random
 import re
 import warnings
@@ -68,8 +69,10 @@ class Fuzzer:
         else:
             t_args = common.convert(call.args, common.DEV, memo)
         t_kwargs = common.convert_kwargs(call.kwargs, common.DEV, memo)
+        original = _snapshot(call)
         try:
-            expected = call.fn(*call.args, **call.kwargs)
+            with cpu_reference(call):
+                expected = call.fn(*call.args, **call.kwargs)
             cpu_err = None
         except Exception as e:
             cpu_err = e
@@ -97,41 +100,79 @@ class Fuzzer:
             if verdict == "tpu-raises" and _all_empty(expected):
                 verdict = "tpu-raises-empty"  # CPU skipped its checks: there was nothing to compute
             return {"verdict": verdict, "detail": f"{type(tpu_err).__name__}: {_short(tpu_err)}"}
-        if _has(call.name, ORDER_SENSITIVE) and _has_ties(call) and isinstance(expected, tuple):
-            actual, expected = actual[0], expected[0]  # which of equal elements comes first is unspecified
+        ties = _has(call.name, ORDER_SENSITIVE) and _has_ties(call)
+        t_in = [x.cpu() for x in pytree.tree_leaves((t_args, t_kwargs)) if isinstance(x, torch.Tensor)]
+        c_in = [x for x in pytree.tree_leaves((call.args, call.kwargs)) if isinstance(x, torch.Tensor)]
         try:
-            try:
-                common.compare(actual, expected, "output", on_device=False)
-            except common.Mismatch:
-                # bf16/f16: CPU kernels that compute in the low dtype are no better reference
-                # than one computed in float32 and rounded once; tpu may match either.
-                upcast = self._upcast_reference(call)
-                if upcast is None:
-                    raise
-                common.compare(actual, upcast, "output", on_device=False)
-            # Inputs too: an op must not write into an argument CPU leaves alone (and an
-            # in-place op must write the same values).
-            c_in = [x for x in pytree.tree_leaves((call.args, call.kwargs)) if isinstance(x, torch.Tensor)]
-            t_in = [x for x in pytree.tree_leaves((t_args, t_kwargs)) if isinstance(x, torch.Tensor)]
-            common.compare([x.cpu() for x in t_in], c_in, "input after the call", on_device=False)
+            _judge(actual, t_in, expected, c_in, ties)
         except common.Mismatch as m:
-            return {"verdict": mismatch_category(str(m)), "detail": _short(m)}
+            # bf16/f16: a CPU kernel that rounds intermediates to the low dtype is no better a
+            # reference than the op computed in float32 and rounded once (CUDA's opmath); tpu
+            # may match either.
+            up = _upcast_reference(call, original, expected)
+            try:
+                if up is None:
+                    raise
+                _judge(actual, t_in, up[0], up[1], ties)
+            except common.Mismatch:
+                return {"verdict": mismatch_category(str(m)), "detail": _short(m)}
         return {"verdict": "ok"}
 
 
-    def _upcast_reference(self, call):
-        if call.variant != "functional" or call.dtype not in (torch.bfloat16, torch.float16):
-            return None
-        low = (torch.bfloat16, torch.float16)
-        up = pytree.tree_map(lambda x: x.float() if isinstance(x, torch.Tensor) and x.dtype in low else x,
-                             (call.args, call.kwargs))
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                out = call.fn(*up[0], **up[1])
-        except Exception:
-            return None
-        return pytree.tree_map(lambda x: x.to(call.dtype) if isinstance(x, torch.Tensor) and x.dtype == torch.float32 else x, out)
+# SDPA's reference is PyTorch's math backend: CPU's default flash kernel misreads overlapping
+# (stride-0) q/k/v views and turns rows with NaN/Inf scores into 0 where the math
+# definition (and tpu) gives NaN.
+SDPA = ("sdpa", "scaled_dot_product_attention")
+
+
+def cpu_reference(call):
+    if _has(call.name, SDPA):
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        return sdpa_kernel(SDPBackend.MATH)
+    return contextlib.nullcontext()
+
+
+def _judge(actual, t_in, expected, c_in, ties):
+    if ties and isinstance(expected, tuple):
+        actual, expected = actual[0], expected[0]  # which of equal elements comes first is unspecified
+    common.compare(actual, expected, "output", on_device=False)
+    # Inputs too: an op must not write into an argument CPU leaves alone (and an in-place op
+    # must write the same values).
+    common.compare(t_in, c_in, "input after the call", on_device=False)
+
+
+def _snapshot(call):
+    """Copies of the CPU arguments (same layouts) before CPU runs the call, or None when not needed."""
+    low = (torch.bfloat16, torch.float16)
+    if not any(isinstance(x, torch.Tensor) and x.dtype in low for x in pytree.tree_leaves((call.args, call.kwargs))):
+        return None
+    return pytree.tree_map(lambda x: common.to_device(x, "cpu", False) if isinstance(x, torch.Tensor) else x,
+                           (call.args, call.kwargs))
+
+
+def _upcast_reference(call, original, expected):
+    """(outputs, inputs after the call) of the call run on CPU with bf16/f16 tensors as float32,
+    converted back to their dtypes; None when it can't run."""
+    if original is None:
+        return None
+    low = (torch.bfloat16, torch.float16)
+    dts = [x.dtype for x in pytree.tree_leaves(original) if isinstance(x, torch.Tensor)]
+    args, kwargs = pytree.tree_map(lambda x: x.float() if isinstance(x, torch.Tensor) and x.dtype in low else x,
+                                   original)
+    try:
+        with warnings.catch_warnings(), cpu_reference(call):
+            warnings.simplefilter("ignore")
+            out = call.fn(*args, **kwargs)
+    except Exception:
+        return None
+    o_leaves, spec = pytree.tree_flatten(out)
+    e_leaves = pytree.tree_leaves(expected)
+    if len(o_leaves) != len(e_leaves):
+        return None
+    back = pytree.tree_unflatten([o.to(e.dtype) if isinstance(o, torch.Tensor) and isinstance(e, torch.Tensor) else o
+                                  for o, e in zip(o_leaves, e_leaves)], spec)
+    ins = [x for x in pytree.tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)]
+    return back, [x.to(dt) for x, dt in zip(ins, dts)]
 
 
 def _all_empty(out):
