@@ -643,8 +643,9 @@ at::Tensor bincount(const at::Tensor& self, const std::optional<at::Tensor>& wei
     TORCH_CHECK(weights->dim() == 1 && weights->size(0) == self.size(0), "[", op,
                 "] weights should be 1-d and have the same length as input; got ", weights->sizes(), " for input ",
                 self.sizes());
-  at::ScalarType ot = !has_w ? at::kLong : (weights->scalar_type() == at::kFloat ? at::kFloat : at::kDouble);
   int64_t n = self.size(0), nbins = minlength;
+  // An empty input gives int64 zeros even with weights, as PyTorch's CPU and CUDA kernels do.
+  at::ScalarType ot = !has_w || n == 0 ? at::kLong : (weights->scalar_type() == at::kFloat ? at::kFloat : at::kDouble);
   if (n > 0) {
     Lower A(op);
     Value x = A.in(self, DType::I64);
