@@ -52,12 +52,12 @@ models: build
 	$(IN_ENV) python3 -m torch_tpu.models --json $(BUILD)/models.json
 
 # Differential fuzzing vs PyTorch CPU, the long run (torch_tpu/fuzz; ~6 min here): 10,000 random
-# op calls; fails on a failure not in torch_tpu/fuzz/known_failures.txt or a stale known line.
-# CI runs 1,000 calls (tests/python/test_fuzz.py).
+# op calls; fails on a failure not in torch_tpu/fuzz/known_failures.txt and lists the known lines
+# the run did not reach (--check-stale fails on them). CI runs 1,000 calls (tests/python/test_fuzz.py).
 FUZZ_CALLS ?= 10000
 FUZZ_SEED ?= 1
 fuzz: build
-	$(IN_ENV) python3 -m torch_tpu.fuzz --calls $(FUZZ_CALLS) --seed $(FUZZ_SEED) --check-stale --json $(BUILD)/fuzz.json
+	$(IN_ENV) python3 -m torch_tpu.fuzz --calls $(FUZZ_CALLS) --seed $(FUZZ_SEED) --json $(BUILD)/fuzz.json
 
 test-cpp: build
 	$(IN_ENV) ./$(BUILD)/tpu_cpp_tests --gtest_brief=1

@@ -236,11 +236,18 @@ def _fixes():
                 running_var.fill_(float("nan"))
         return out, mean, rstd
 
+    def check_bn(input, training, *params):
+        if training and input.numel() == 0:
+            raise RuntimeError(f"[aten::native_batch_norm] input tensor must have at least one element, "
+                               f"but got input_sizes = {list(input.shape)}")
+        for p in params:
+            if p is not None and p.dim() != 1:
+                raise RuntimeError(f"[aten::native_batch_norm] weight, bias and running statistics must be 1-D; "
+                                   f"got shape {list(p.shape)}")
+
     def cpu_like_bn(decomp):
         def bn(input, weight, bias, running_mean, running_var, training, momentum, eps):
-            if training and input.numel() == 0:
-                raise RuntimeError(f"[aten::native_batch_norm] input tensor must have at least one element, "
-                                   f"but got input_sizes = {list(input.shape)}")
+            check_bn(input, training, weight, bias, running_mean, running_var)
             n = input.numel() // input.shape[1] if input.dim() > 1 else input.numel()
             if training and n == 1 and (running_mean is not None or running_var is not None):
                 out, mean, rstd = train_one_value(decomp, input, weight, bias, running_mean, running_var, momentum, eps)
@@ -286,6 +293,8 @@ def _fixes():
 
     def stats_dtype_like_cpu(decomp, n_params):
         def fn(input, *args):
+            # _batch_norm_with_update always trains; _native_batch_norm_legit.no_stats has `training` after weight, bias
+            check_bn(input, n_params == 4 or bool(args[2]), *[a for a in args[:n_params] if isinstance(a, torch.Tensor)])
             res = list(decomp(input, *args))
             dt = bn_stats_dtype(input, *[a for a in args[:n_params] if isinstance(a, torch.Tensor)])
             res[1], res[2] = res[1].to(dt), res[2].to(dt)
