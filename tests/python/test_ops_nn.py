@@ -308,3 +308,14 @@ def test_batch_norm_one_value_per_channel_and_saved_stats_dtype():
     e = torch.ops.aten._native_batch_norm_legit(xb, None, None, True, 0.5, 1e-5)
     a = torch.ops.aten._native_batch_norm_legit(xb.to("tpu"), None, None, True, 0.5, 1e-5)
     assert [t.dtype for t in a] == [t.dtype for t in e]
+
+
+def test_dropout_backward_propagates_nonfinite_gradients_like_cpu():
+    """grad * mask * scale: an Inf/NaN gradient where the mask is 0 gives NaN as on CPU (found
+    by the fuzzer: a select gave 0)."""
+    g = torch.tensor([float("inf"), float("nan"), 1.0, -2.0])
+    m = torch.tensor([False, False, True, False])
+    for dt in (torch.float32, torch.bfloat16):
+        e = torch.ops.aten.native_dropout_backward(g.to(dt), m, 2.0)
+        a = torch.ops.aten.native_dropout_backward(g.to(dt).to("tpu"), m.to("tpu"), 2.0).cpu()
+        torch.testing.assert_close(a, e, equal_nan=True)

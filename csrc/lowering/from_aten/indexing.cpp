@@ -86,6 +86,8 @@ std::vector<Value> index_add(Lower& L, Args a) {
   ir::Shape s = shape1(self);
   int64_t d = wrap_dim(a[1].toInt(), static_cast<int64_t>(s.size())), k = index.numel();
   TORCH_CHECK(index.dim() <= 1, "[", L.op(), "] Index is supposed to be a vector; got ", index.dim(), "-D");
+  TORCH_CHECK(src.scalar_type() == self.scalar_type(), "[", L.op(), "] self (", self.scalar_type(), ") and source (",
+              src.scalar_type(), ") must have the same scalar type");
   ir::Shape us = s;
   us[d] = k;
   TORCH_CHECK(shape1(src) == us || (src.numel() == ir::numel(us) && src.dim() <= 1 && s.size() == 1), "[", L.op(),
