@@ -187,3 +187,11 @@ def test_integer_division_of_an_empty_tensor_by_zero():
         assert f(e.to("tpu")).cpu().shape == f(e).shape
     with pytest.raises(RuntimeError, match="ZeroDivisionError"):
         (torch.ones(2, dtype=torch.int64, device="tpu") // 0).cpu()
+
+
+def test_lerp_takes_a_zero_dim_weight_of_any_dtype():
+    """As on CPU, a 0-dim weight is a scalar whatever its dtype (only end and a weight of rank
+    >= 1 must have self's dtype, tests/python/test_errors.py)."""
+    s, e = torch.randn(3).bfloat16(), torch.randn(3).bfloat16()
+    for w in (torch.tensor(1, dtype=torch.int32), torch.tensor(0.25)):
+        torch.testing.assert_close(torch.lerp(s.to("tpu"), e.to("tpu"), w.to("tpu")).cpu(), torch.lerp(s, e, w))

@@ -40,11 +40,39 @@ def worker_main(seed, start, stop, fused_fraction, sources):
         print(json.dumps(res), file=out, flush=True)
 
 
+class _Lines:
+    """Lines from a worker's stdout with a timeout per line. Reads the fd itself: a buffered
+    readline() after select() could hold a second line in its buffer while select() waits."""
+
+    def __init__(self, f):
+        self.fd, self.buf, self.eof = f.fileno(), b"", False
+        self.sel = selectors.DefaultSelector()
+        self.sel.register(self.fd, selectors.EVENT_READ)
+
+    def next(self, timeout):
+        """The next line; "" at end of file; None after `timeout` seconds without one."""
+        deadline = time.time() + timeout
+        while b"\n" not in self.buf and not self.eof:
+            left = deadline - time.time()
+            if left <= 0 or not self.sel.select(timeout=left):
+                return None
+            chunk = os.read(self.fd, 1 << 16)
+            self.eof = not chunk
+            self.buf += chunk
+        if b"\n" not in self.buf:
+            return ""
+        line, self.buf = self.buf.split(b"\n", 1)
+        return line.decode()
+
+    def close(self):
+        self.sel.close()
+
+
 def _spawn(seed, start, stop, args, errf):
     cmd = [sys.executable, "-m", "torch_tpu.fuzz", "--worker", "--seed", str(seed),
            "--start", str(start), "--stop", str(stop), "--fused-fraction", str(args.fused_fraction),
            "--sources", args.sources]
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=errf, start_new_session=True, text=True)
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=errf, start_new_session=True)
 
 
 def _kill(p):
@@ -72,21 +100,19 @@ def run(args, progress=True):
         bstop = min(stop, i + args.batch)
         with tempfile.TemporaryFile(dir=args.tmpdir) as errf:
             p = _spawn(args.seed, i, bstop, args, errf)
-            sel = selectors.DefaultSelector()
-            sel.register(p.stdout, selectors.EVENT_READ)
-            phase, cur, buf = "start", i, ""
+            lines = _Lines(p.stdout)
+            phase, cur = "start", i
             while True:
                 limit = args.timeout if phase == "run" else args.draw_timeout
-                if not sel.select(timeout=limit):
+                line = lines.next(limit)
+                if line is None:  # silent past the limit
                     _kill(p)
                     if phase == "run":
                         results[cur] = {"verdict": "hang", "detail": f"no result after {limit:g} s"}
-                        i = cur + 1
                     else:  # a draw that never ends is the fuzzer's problem, not tpu's
                         results[cur] = {"verdict": "skipped", "detail": f"draw over {limit:g} s"}
-                        i = cur + 1
+                    i = cur + 1
                     break
-                line = p.stdout.readline()
                 if not line:  # the worker exited
                     rc = p.wait()
                     if rc != 0 and phase == "run":
@@ -106,7 +132,7 @@ def run(args, progress=True):
                     results[cur] = msg
                     if progress:
                         _progress(len(results), args.calls, t0, results)
-            sel.close()
+            lines.close()
     if progress:
         sys.stderr.write("\n")
     return _report(args, results, heads, time.time() - t0)
