@@ -2,7 +2,7 @@
 IN_ENV := tools/in-env
 BUILD := build
 
-.PHONY: all build demo demo-mlp test test-pjrt test-cpp test-py test-dist test-asan test-asan-cpp clean env opinfo models pjrt-plugin jax
+.PHONY: all build demo demo-mlp test test-pjrt test-cpp test-py test-dist test-asan test-asan-cpp clean env opinfo models pjrt-plugin jax fuzz
 
 all: build
 
@@ -65,6 +65,14 @@ test-asan: pjrt-plugin
 
 test-asan-cpp: pjrt-plugin
 	$(IN_ENV) tools/test-asan --cpp
+
+# Differential fuzzing vs PyTorch CPU, the long run (torch_tpu/fuzz; ~6 min here): 10,000 random
+# op calls; fails on a failure not in torch_tpu/fuzz/known_failures.txt and lists the known lines
+# the run did not reach (--check-stale fails on them). CI runs 1,000 calls (tests/python/test_fuzz.py).
+FUZZ_CALLS ?= 10000
+FUZZ_SEED ?= 1
+fuzz: build
+	$(IN_ENV) python3 -m torch_tpu.fuzz --calls $(FUZZ_CALLS) --seed $(FUZZ_SEED) --json $(BUILD)/fuzz.json
 
 test-cpp: build
 	$(IN_ENV) ./$(BUILD)/tpu_cpp_tests --gtest_brief=1

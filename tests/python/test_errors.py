@@ -41,6 +41,32 @@ SHAPE_ERRORS = [
     ("out_wrong_dtype", lambda: torch.add(t(3), t(3), out=torch.empty(3, dtype=torch.int64, device=DEV)),
      r"can't be cast"),
     ("sum_dim_range", lambda: t(2, 3).sum(4), r"[Dd]imension out of range"),
+    # Found by the fuzzer (torch_tpu/fuzz): each returned a result where CPU raises.
+    ("addmm_self_rank", lambda: torch.addmm(t(2, 5, 3), t(5, 8), t(8, 3)), r"\[aten::addmm\].*expand"),
+    ("addmm_self_rank_beta0", lambda: torch.addmm(t(2, 5, 3), t(5, 8), t(8, 3), beta=0), r"\[aten::addmm\].*expand"),
+    ("addbmm_self_shape_beta0", lambda: torch.addbmm(t(3, 5), t(1, 3, 2), t(1, 2, 4), beta=0), r"\[aten::addbmm\].*expand"),
+    ("min_dim_of_0dim", lambda: torch.min(torch.tensor(1.0, device=DEV), -8, True), r"[Dd]imension out of range"),
+    ("max_dim_of_0dim", lambda: torch.max(torch.tensor(1.0, device=DEV), 5), r"[Dd]imension out of range"),
+    ("argmax_dim_of_0dim", lambda: torch.argmax(torch.tensor(1.0, device=DEV), 4), r"[Dd]imension out of range"),
+    ("conv_transpose_output_padding", lambda: F.conv_transpose3d(t(1, 1, 4, 4, 4), t(1, 1, 1, 1, 1), stride=2,
+                                                                  padding=2, output_padding=(1, 100, 1)),
+     r"output padding must be smaller"),
+    ("conv_transpose_output_too_small", lambda: F.conv_transpose1d(t(1, 1, 1), t(1, 1, 1), stride=2, padding=1,
+                                                                    output_padding=1, dilation=2), r"too small"),
+    ("conv_bias_dtype", lambda: F.conv1d(t(1, 2, 5), t(3, 2, 2), t(3, dtype=torch.bfloat16)), r"bias"),
+    ("conv_transpose_bias_dtype", lambda: F.conv_transpose3d(t(2, 2, 4, 4, 4), t(2, 2, 2, 2, 2), t(4, dtype=torch.bfloat16),
+                                                              groups=2), r"bias"),
+    ("unique_consecutive_dim_range", lambda: torch.unique_consecutive(t(5, 5), dim=-8), r"[Dd]imension out of range"),
+    ("unique_two_zero_dims", lambda: torch.unique(t(0, 0, 0), dim=2), r"zero sized dimensions is more than one"),
+    ("unique_zero_dim_not_selected", lambda: torch.unique_consecutive(t(3, 0), dim=0), r"aren't selected"),
+    ("lerp_end_dtype", lambda: torch.lerp(t(3), t(3, dtype=torch.bfloat16), 0.5), r"\[aten::lerp.*`end`"),
+    ("lerp_weight_dtype", lambda: torch.lerp(t(3), t(3), t(3).bool()), r"\[aten::lerp.*`weight`"),  # a 0-dim weight may differ
+    ("index_add_source_dtype", lambda: t(4, 3).index_add(0, torch.tensor([0, 2], device=DEV), t(2, 3, dtype=torch.bfloat16)),
+     r"same scalar type"),
+    ("batch_norm_running_stat_rank", lambda: torch.native_batch_norm(t(2, 1), None, None, t(1), t(2, 1), True, 0.5, 1e-5),
+     r"1-D"),
+    ("batch_norm_train_empty", lambda: torch.native_batch_norm(t(0, 3), None, None, None, None, True, 0.1, 1e-5),
+     r"at least one element"),
 ]
 
 

@@ -189,3 +189,11 @@ def test_randperm_is_a_seeded_permutation(dtype):
     b = torch.randperm(50, device="tpu", dtype=dtype)
     assert not torch.equal(a.cpu(), b.cpu())
     assert torch.randperm(0, device="tpu").numel() == 0
+
+
+def test_tril_triu_indices_with_a_zero_dim():
+    """tril_indices(r, 0): PyTorch's decomposition divides an empty arange by col = 0, which
+    must not raise ZeroDivisionError (found by the fuzzer)."""
+    for r, c in [(0, 0), (20, 0), (0, 3), (3, 1)]:
+        for f in (torch.tril_indices, torch.triu_indices):
+            torch.testing.assert_close(f(r, c, device="tpu").cpu(), f(r, c))

@@ -273,3 +273,23 @@ def test_linspace_integer_dtype_matches_cpu(start, end, steps):
         out = torch.empty(0, dtype=dt, device="tpu")
         torch.linspace(start, end, steps, out=out)
         torch.testing.assert_close(out.cpu(), ref, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("p", [0.0, 1.0, 2.0, float("inf")])
+def test_cdist_nonfinite_like_cpu(p):
+    """NaN/Inf differences as CPU's kernels treat them (found by the fuzzer): p=0 counts a NaN
+    difference as NaN, p=inf skips it (std::max from 0)."""
+    nan, inf = float("nan"), float("inf")
+    a = torch.tensor([[[nan, 1.0, 2.0], [inf, 1.0, 2.0], [0.0, 0.0, 0.0], [-inf, 3.0, -1.0]]])
+    b = torch.tensor([[[0.0, 1.0, 2.0], [inf, 1.0, 2.0], [nan, nan, nan]]])
+    torch.testing.assert_close(torch.cdist(a.to("tpu"), b.to("tpu"), p=p).cpu(), torch.cdist(a, b, p=p), equal_nan=True)
+
+
+def test_bincount_of_an_empty_input_is_int64_even_with_weights():
+    """CPU and CUDA return int64 zeros for an empty input, whatever the weights' dtype."""
+    for w in (None, torch.zeros(0), torch.zeros(0, dtype=torch.float64)):
+        for minlength in (0, 3):
+            x = torch.zeros(0, dtype=torch.int64)
+            e = torch.bincount(x, w, minlength)
+            a = torch.bincount(x.to("tpu"), None if w is None else w.to("tpu"), minlength).cpu()
+            assert a.dtype == e.dtype and torch.equal(a, e)

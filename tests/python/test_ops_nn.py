@@ -271,3 +271,51 @@ def test_embedding_bag_matches_cpu(mode, extra):
         res.append([y.detach().cpu(), ww.grad.cpu()] + ([pp.grad.cpu()] if pp is not None else []))
     for a, b in zip(*res):
         torch.testing.assert_close(b, a, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("out_size", [(None, 3, 2), (4, 4, 1), (3, 5, 2), (1, 1, 1)])
+def test_adaptive_avg_pool_keeps_nonfinite_in_its_window(out_size):
+    """NaN / Inf reach only the windows that contain them (found by the fuzzer: the averaging
+    matrix's zeros spread them, 0 * inf = NaN, to every output along the dim)."""
+    x = torch.randn(2, 1, 8, 7, 3)
+    x[0, 0, 0, 0, 0] = float("nan")
+    x[1, 0, 5, 5, 1] = float("inf")
+    x[1, 0, 2, 1, 2] = float("-inf")
+    expected = F.adaptive_avg_pool3d(x, out_size)
+    torch.testing.assert_close(F.adaptive_avg_pool3d(x.to("tpu"), out_size).cpu(), expected, equal_nan=True)
+    x1 = x[:, 0, :, :, 0]
+    torch.testing.assert_close(F.adaptive_avg_pool1d(x1.to("tpu"), 5).cpu(), F.adaptive_avg_pool1d(x1, 5), equal_nan=True)
+
+
+def test_batch_norm_one_value_per_channel_and_saved_stats_dtype():
+    """Training on one value per channel updates the running variance to NaN as CPU does (found
+    by the fuzzer: the decomposition's n / (n - 1) raised ZeroDivisionError); the saved mean and
+    invstd have CPU's dtype (bf16 for an all-bf16 call, float32 with float32 parameters)."""
+    x = torch.randn(1, 2)
+    res = []
+    for dev in ("cpu", "tpu"):
+        rm, rv = torch.zeros(2, device=dev), torch.ones(2, device=dev)
+        out = torch.native_batch_norm(x.to(dev), None, None, rm, rv, True, 0.5, 1e-5)
+        res.append([o.cpu() for o in out] + [rm.cpu(), rv.cpu()])
+    for a, e in zip(res[1], res[0]):
+        torch.testing.assert_close(a, e, equal_nan=True)
+    xb = torch.randn(4, 2).bfloat16()
+    for params in ((None, None, None, None), (torch.ones(2), None, torch.zeros(2), torch.ones(2)),
+                   (torch.ones(2).bfloat16(), None, torch.zeros(2).bfloat16(), torch.ones(2).bfloat16())):
+        e = torch.native_batch_norm(xb, *params, True, 0.5, 1e-5)
+        a = torch.native_batch_norm(xb.to("tpu"), *[p if p is None else p.to("tpu") for p in params], True, 0.5, 1e-5)
+        assert [t.dtype for t in a] == [t.dtype for t in e]
+    e = torch.ops.aten._native_batch_norm_legit(xb, None, None, True, 0.5, 1e-5)
+    a = torch.ops.aten._native_batch_norm_legit(xb.to("tpu"), None, None, True, 0.5, 1e-5)
+    assert [t.dtype for t in a] == [t.dtype for t in e]
+
+
+def test_dropout_backward_propagates_nonfinite_gradients_like_cpu():
+    """grad * mask * scale: an Inf/NaN gradient where the mask is 0 gives NaN as on CPU (found
+    by the fuzzer: a select gave 0)."""
+    g = torch.tensor([float("inf"), float("nan"), 1.0, -2.0])
+    m = torch.tensor([False, False, True, False])
+    for dt in (torch.float32, torch.bfloat16):
+        e = torch.ops.aten.native_dropout_backward(g.to(dt), m, 2.0)
+        a = torch.ops.aten.native_dropout_backward(g.to(dt).to("tpu"), m.to("tpu"), 2.0).cpu()
+        torch.testing.assert_close(a, e, equal_nan=True)

@@ -176,3 +176,22 @@ def test_same_tensor_twice_then_two_tensors():
     assert torch.equal((xt * yt).cpu(), x * y)
     assert torch.equal(torch.add(yt, xt, alpha=2).cpu(), torch.add(y, x, alpha=2))
     assert torch.equal(torch.add(xt, xt, alpha=2).cpu(), torch.add(x, x, alpha=2))
+
+
+def test_integer_division_of_an_empty_tensor_by_zero():
+    """An empty integer tensor divided by a zero Scalar gives an empty result, as on CPU (no
+    element is divided); a non-empty one still raises ZeroDivisionError."""
+    e = torch.empty(0, 3, dtype=torch.int64)
+    for f in (lambda a: a // 0, lambda a: a % 0, lambda a: torch.fmod(a, 0),
+              lambda a: torch.div(a, 0, rounding_mode="trunc")):
+        assert f(e.to("tpu")).cpu().shape == f(e).shape
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        (torch.ones(2, dtype=torch.int64, device="tpu") // 0).cpu()
+
+
+def test_lerp_takes_a_zero_dim_weight_of_any_dtype():
+    """As on CPU, a 0-dim weight is a scalar whatever its dtype (only end and a weight of rank
+    >= 1 must have self's dtype, tests/python/test_errors.py)."""
+    s, e = torch.randn(3).bfloat16(), torch.randn(3).bfloat16()
+    for w in (torch.tensor(1, dtype=torch.int32), torch.tensor(0.25)):
+        torch.testing.assert_close(torch.lerp(s.to("tpu"), e.to("tpu"), w.to("tpu")).cpu(), torch.lerp(s, e, w))

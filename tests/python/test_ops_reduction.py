@@ -104,3 +104,16 @@ def test_large_sum_accuracy():
     x = torch.rand(4096, generator=torch.Generator().manual_seed(0))
     check(torch.sum, [Input(x)], grad=True, scale=20)
     check(torch.sum, [Input(x.to(torch.bfloat16))], grad=True, scale=4)
+
+
+def test_var_std_of_an_empty_reduction_is_nan_for_any_correction():
+    """var/std/var_mean over zero elements are NaN as on CPU, also with correction <= 0
+    (found by the fuzzer: correction=-1 gave 0 / 1 = 0)."""
+    x = torch.zeros(0, 3)
+    for kw in ({}, {"correction": -1}, {"correction": 0}, {"dim": 0, "correction": -1}):
+        for f in (torch.var, torch.std, torch.var_mean):
+            torch.testing.assert_close(_cpu(f(x.to("tpu"), **kw)), f(x, **kw), equal_nan=True)
+
+
+def _cpu(r):
+    return tuple(v.cpu() for v in r) if isinstance(r, tuple) else r.cpu()

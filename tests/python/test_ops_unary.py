@@ -100,3 +100,18 @@ def test_special_values():
 def test_gelu_bad_approximate():
     with pytest.raises(RuntimeError):
         F.gelu(torch.ones(2, device="tpu"), approximate="fast")
+
+
+def test_bessel_large_arguments():
+    """Large |x|: i0/i1 overflow to +-inf (NaN at +-inf, as CPU), k0/k1 underflow to 0, and the scaled forms keep their
+    finite asymptotic values (found by the fuzzer: libstdc++ threw "Argument x too large in
+    __bessel_ik" past ~1e8, and e^-|x| * I(x) gave 0 * inf = NaN past ~710)."""
+    x = torch.tensor([1e9, -800.0, 710.0, 5.0, -3.0, 0.5, -1e30, 2147483647.0, float("inf"), float("-inf")])
+    pos = x.abs()
+    for f, arg in [(torch.special.i0, x), (torch.special.i1, x), (torch.special.i0e, x), (torch.special.i1e, x),
+                   (torch.special.modified_bessel_k0, pos), (torch.special.modified_bessel_k1, pos),
+                   (torch.special.scaled_modified_bessel_k0, pos), (torch.special.scaled_modified_bessel_k1, pos)]:
+        torch.testing.assert_close(f(arg.to("tpu")).cpu(), f(arg), rtol=1e-5, atol=0, equal_nan=True,
+                                   msg=lambda m: f"{f.__name__}: {m}")
+    xi = torch.tensor([2147483647, -5], dtype=torch.int32)  # integers promote to float
+    torch.testing.assert_close(torch.special.i1e(xi.to("tpu")).cpu(), torch.special.i1e(xi), rtol=1e-5, atol=0)

@@ -14,7 +14,15 @@ import torch
 def _rows(x, dim):
     if dim is None:
         return x.reshape(-1, 1), None
-    d = dim % max(x.dim(), 1)
+    r = max(x.dim(), 1)
+    if not -r <= dim < r:
+        raise IndexError(f"[aten::unique] Dimension out of range (expected to be in range of [{-r}, {r - 1}], but got {dim})")
+    d = dim % r
+    if x.numel() == 0 and x.dim() > 0:  # CPU's checks (unique_dim_cpu_template)
+        if x.shape[d] != 0:
+            raise RuntimeError("[aten::unique] There are 0 sized dimensions, and they aren't selected, so unique cannot be applied")
+        if sum(1 for s in x.shape if s == 0) > 1:
+            raise RuntimeError("[aten::unique] Number of zero sized dimensions is more than one, so unique cannot be applied")
     moved = x.movedim(d, 0)
     m = 1
     for v in moved.shape[1:]:

@@ -62,14 +62,15 @@ def time_limit(seconds):
 
 
 def to_device(t, device=DEV, requires_grad=None):
-    """A copy of CPU tensor `t` on `device` with the same sizes, strides and storage offset
-    (so non-contiguous and overlapping samples stay non-contiguous/overlapping). The result
+    """A copy of CPU tensor `t` on `device` with the same sizes, strides, storage offset and
+    storage size (so non-contiguous and overlapping samples stay so, and as_strided / set_ see
+    the same storage). The result
     is a leaf; requires_grad defaults to t's."""
     rg = t.requires_grad if requires_grad is None else requires_grad
     t = t.detach()
     if t.layout != torch.strided:
         raise SkipSample(f"layout {t.layout}")
-    if t.is_contiguous() and t.storage_offset() == 0:
+    if t.is_contiguous() and t.storage_offset() == 0 and t.untyped_storage().nbytes() == t.numel() * t.element_size():
         r = t.to(device, copy=True)
     else:
         st = t.untyped_storage()

@@ -159,12 +159,21 @@ std::vector<Value> convolution(Lower& L, Args a) {
   check_input(L, input, weight, p);
   DType dt = to_ir(input.scalar_type(), L.op());
   Value x = L.in(input), w = L.in(weight), y;
+  if (has_tensor(a[2]))
+    TORCH_CHECK(a[2].toTensor().scalar_type() == input.scalar_type(), "[", L.op(), "] bias dtype differs from input; got ",
+                a[2].toTensor().scalar_type(), ", expected ", input.scalar_type());
   if (p.transposed) {
     ir::Shape X;
     for (size_t i = 0; i < p.stride.size(); ++i) {
       int64_t k = weight.size(2 + i);
+      TORCH_CHECK(i < p.output_padding.size() && p.output_padding[i] < std::max(p.stride[i], p.dilation[i]), "[",
+                  L.op(), "] output padding must be smaller than either stride or dilation; got output_padding ",
+                  c10::IntArrayRef(p.output_padding), ", stride ", c10::IntArrayRef(p.stride), ", dilation ",
+                  c10::IntArrayRef(p.dilation));
       X.push_back((input.size(2 + i) - 1) * p.stride[i] - 2 * p.padding[i] + p.dilation[i] * (k - 1) +
                   p.output_padding[i] + 1);
+      TORCH_CHECK(X.back() > 0, "[", L.op(), "] output size is too small; got input ", input.sizes(),
+                  " giving output size ", X.back(), " in spatial dim ", i);
     }
     y = conv_data_grad(L, x, w, p, X);
   } else {

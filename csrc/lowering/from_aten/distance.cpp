@@ -32,8 +32,14 @@ Value pnorm(Lower& L, Value diff, double p) {
   out.pop_back();
   if (L.g.shape(diff)[last] == 0) return L.g.constant(0, L.g.dtype(diff), out);
   Value a = L.g.unary(OpCode::Abs, diff);
-  if (p == 0) return L.g.reduce(L.g.convert(L.g.compare(Cmp::NE, diff, L.cst_like(0, diff)), L.g.dtype(diff)), Reducer::Sum, {last});
-  if (std::isinf(p)) return L.g.reduce(a, Reducer::Max, {last});
+  // NaN differences as PyTorch CPU's kernels treat them: p = 0 counts min(ceil(|d|), 1), so a
+  // NaN makes the distance NaN; p = inf folds std::max(acc, |d|) from 0, which skips a NaN.
+  Value nan = L.g.compare(Cmp::NE, diff, diff);
+  if (p == 0) {
+    Value nz = L.g.convert(L.g.compare(Cmp::NE, diff, L.cst_like(0, diff)), L.g.dtype(diff));
+    return L.g.reduce(L.g.select(nan, diff, nz), Reducer::Sum, {last});
+  }
+  if (std::isinf(p)) return L.g.reduce(L.g.select(nan, L.cst_like(0, a), a), Reducer::Max, {last});
   if (p == 1) return L.g.reduce(a, Reducer::Sum, {last});
   if (p == 2) return L.g.unary(OpCode::Sqrt, L.g.reduce(L.g.binary(OpCode::Mul, diff, diff), Reducer::Sum, {last}));
   Value s = L.g.reduce(L.g.binary(OpCode::Pow, a, L.cst_like(p, a)), Reducer::Sum, {last});

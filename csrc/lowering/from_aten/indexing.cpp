@@ -86,6 +86,8 @@ std::vector<Value> index_add(Lower& L, Args a) {
   ir::Shape s = shape1(self);
   int64_t d = wrap_dim(a[1].toInt(), static_cast<int64_t>(s.size())), k = index.numel();
   TORCH_CHECK(index.dim() <= 1, "[", L.op(), "] Index is supposed to be a vector; got ", index.dim(), "-D");
+  TORCH_CHECK(src.scalar_type() == self.scalar_type(), "[", L.op(), "] self (", self.scalar_type(), ") and source (",
+              src.scalar_type(), ") must have the same scalar type");
   ir::Shape us = s;
   us[d] = k;
   TORCH_CHECK(shape1(src) == us || (src.numel() == ir::numel(us) && src.dim() <= 1 && s.size() == 1), "[", L.op(),
@@ -643,8 +645,9 @@ at::Tensor bincount(const at::Tensor& self, const std::optional<at::Tensor>& wei
     TORCH_CHECK(weights->dim() == 1 && weights->size(0) == self.size(0), "[", op,
                 "] weights should be 1-d and have the same length as input; got ", weights->sizes(), " for input ",
                 self.sizes());
-  at::ScalarType ot = !has_w ? at::kLong : (weights->scalar_type() == at::kFloat ? at::kFloat : at::kDouble);
   int64_t n = self.size(0), nbins = minlength;
+  // An empty input gives int64 zeros even with weights, as PyTorch's CPU and CUDA kernels do.
+  at::ScalarType ot = !has_w || n == 0 ? at::kLong : (weights->scalar_type() == at::kFloat ? at::kFloat : at::kDouble);
   if (n > 0) {
     Lower A(op);
     Value x = A.in(self, DType::I64);

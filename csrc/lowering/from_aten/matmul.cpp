@@ -44,6 +44,16 @@ std::vector<Value> bmm(Lower& L, Args a) {
   return one(matmul_v(L, L.in(x), L.in(y), 1));
 }
 
+// self of addmm / baddbmm / addbmm must expand to the product's shape (checked even when
+// beta = 0, as on CPU).
+void check_self_expands(Lower& L, const at::Tensor& self, const ir::Shape& ps) {
+  bool expands = self.dim() <= static_cast<int64_t>(ps.size());
+  for (int64_t i = 1; expands && i <= self.dim(); ++i)
+    expands = self.size(-i) == 1 || self.size(-i) == ps[ps.size() - i];
+  TORCH_CHECK(expands, "[", L.op(), "] self of shape ", self.sizes(), " does not expand to the product's shape ",
+              ir::shape_str(ps));
+}
+
 // beta * self + alpha * (m1 @ m2), for addmm / baddbmm.
 std::vector<Value> add_product(Lower& L, Args a, int nb) {
   const at::Tensor &self = a[0].toTensor(), &x = a[1].toTensor(), &y = a[2].toTensor();
@@ -53,6 +63,7 @@ std::vector<Value> add_product(Lower& L, Args a, int nb) {
   check_float_or_same(L, self, x);
   DType dt = to_ir(x.scalar_type(), L.op()), ct = opmath(dt);
   Value p = L.g.convert(matmul_v(L, L.in(x), L.in(y), nb), ct);
+  check_self_expands(L, self, L.g.shape(p));
   at::Scalar beta = a[3].toScalar(), alpha = a[4].toScalar();
   if (!alpha.equal(1)) p = bin(L, OpCode::Mul, p, L.scalar(alpha, ct));
   if (beta.equal(0)) return one(L.g.convert(p, dt));
@@ -72,6 +83,7 @@ std::vector<Value> addbmm(Lower& L, Args a) {
   check_float_or_same(L, x, y);
   check_float_or_same(L, self, x);
   int64_t b = x.size(0), n = x.size(1), m = x.size(2), p = y.size(2);
+  check_self_expands(L, self, {n, p});
   DType dt = to_ir(x.scalar_type(), L.op()), ct = opmath(dt);
   Value lhs = L.g.reshape(L.g.transpose(L.in(x), {1, 0, 2}), {n, b * m});
   Value rhs = L.g.reshape(L.in(y), {b * m, p});

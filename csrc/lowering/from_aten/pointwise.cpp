@@ -75,28 +75,30 @@ Value floor_div(Lower& L, Value x, Value y) {
 
 // The divisor of an integer division or remainder: zero raises "ZeroDivisionError" as on CPU.
 // A Scalar (or CPU 0-dim) divisor is checked here and so bound by value (not as an all-values
-// operand); a tpu tensor divisor is checked on the device (raised at the next sync).
-Value int_divisor(Lower& L, const c10::IValue& v, DType dt) {
+// operand), unless the dividend is empty (CPU divides no element; tril_indices(0, 0) relies on
+// it); a tpu tensor divisor is checked on the device (raised at the next sync).
+Value int_divisor(Lower& L, const c10::IValue& x, const c10::IValue& v, DType dt) {
   if (v.isTensor() && v.toTensor().is_privateuseone()) {
     Value y = L.in(v.toTensor(), dt);
     L.check(any_true(L, cmp(L, Cmp::EQ, y, scal(L, 0, y))), std::string("[") + L.op() + "] ZeroDivisionError");
     return y;
   }
   at::Scalar s = v.isTensor() ? v.toTensor().item() : v.toScalar();
-  TORCH_CHECK(s.toComplexDouble() != 0.0, "[", L.op(), "] ZeroDivisionError");
+  bool empty = x.isTensor() && x.toTensor().numel() == 0;
+  TORCH_CHECK(empty || s.toComplexDouble() != 0.0, "[", L.op(), "] ZeroDivisionError");
   return arg(L, v, dt);
 }
 
 // x op y for div/remainder/fmod: float math takes any divisor; integer math checks it.
-Value divisor(Lower& L, const c10::IValue& v, DType dt) {
-  return ir::is_float(dt) ? operand(L, v, dt) : int_divisor(L, v, dt);
+Value divisor(Lower& L, const c10::IValue& x, const c10::IValue& v, DType dt) {
+  return ir::is_float(dt) ? operand(L, v, dt) : int_divisor(L, x, v, dt);
 }
 
 std::vector<Value> div(Lower& L, Args a) {
   std::optional<std::string> mode;
   if (a.size() > 2 && a[2].isString()) mode = a[2].toStringRef();
   Promoted p = promote(L, a[0], a[1], /*to_float=*/!mode);
-  Value x = operand(L, a[0], p.math), y = divisor(L, a[1], p.math);
+  Value x = operand(L, a[0], p.math), y = divisor(L, a[0], a[1], p.math);
   Value r;
   if (!mode) {
     r = bin(L, OpCode::Div, x, y);
@@ -116,7 +118,7 @@ std::vector<Value> div(Lower& L, Args a) {
 // Python-style remainder (sign of the divisor).
 std::vector<Value> remainder(Lower& L, Args a) {
   Promoted p = promote(L, a[0], a[1]);
-  Value x = arg(L, a[0], p.math), y = divisor(L, a[1], p.math);
+  Value x = arg(L, a[0], p.math), y = divisor(L, a[0], a[1], p.math);
   Value r = bin(L, OpCode::Rem, x, y);
   Value zero = scal(L, 0, r);
   Value yb = L.bcast(y, L.g.shape(r));
@@ -128,7 +130,7 @@ std::vector<Value> remainder(Lower& L, Args a) {
 
 std::vector<Value> fmod(Lower& L, Args a) {
   Promoted p = promote(L, a[0], a[1]);
-  return one(L.g.convert(bin(L, OpCode::Rem, arg(L, a[0], p.math), divisor(L, a[1], p.math)), p.out));
+  return one(L.g.convert(bin(L, OpCode::Rem, arg(L, a[0], p.math), divisor(L, a[0], a[1], p.math)), p.out));
 }
 
 std::vector<Value> binop(Lower& L, Args a, OpCode op) {

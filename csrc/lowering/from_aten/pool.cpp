@@ -6,8 +6,9 @@
 //                          or gathers for adaptive windows) keeping value and flat index, with
 //                          PyTorch CPU's order (first maximum; NaN wins); backward: scatter_add
 //                          of the gradient at the indices
-//   _adaptive_avg_pool2d/3d  one dot_general per pooled dim with an averaging matrix built from
-//                          iota (backward: its transpose)
+//   _adaptive_avg_pool2d/3d  per pooled dim: reduce_window (equal windows) or a sum of gathered
+//                          taps, so NaN/Inf stay in their windows; backward: a dot_general with the
+//                          transposed averaging matrix built from iota
 // Sums run in f32 for bf16/f16 (PyTorch CPU's accumulate type).
 #include "lowering/from_aten/common.h"
 
@@ -361,6 +362,36 @@ Value apply_along(Lower& L, Value v, Value m, int64_t ax, int64_t mdim) {
   return L.g.transpose(y, perm);
 }
 
+// The window means of v along `ax` (X -> Y adaptive windows). Not a dot with the averaging
+// matrix: its zeros would spread a NaN/Inf to every window (0 * inf = NaN). Equal windows
+// (Y divides X: global pooling among them) are one reduce_window; others sum max_window(X, Y)
+// gathered taps, the taps outside a window selected away.
+Value avg_along(Lower& L, Value v, int64_t ax, int64_t X, int64_t Y) {
+  ir::Shape sh = L.g.shape(v);
+  DType ct = L.g.dtype(v);
+  int64_t r = static_cast<int64_t>(sh.size());
+  sh[ax] = Y;
+  if (Y == 0 || ir::numel(sh) == 0) return L.g.constant(0, ct, sh);
+  if (X % Y == 0) {
+    ir::Attrs w = full_window(r);
+    w.window[ax] = w.window_strides[ax] = X / Y;
+    Value sum = L.g.reduce_window(v, w);
+    return L.g.binary(OpCode::Div, sum, L.g.constant(static_cast<double>(X / Y), ct, sh));
+  }
+  Value st = win_start(L, X, Y), en = win_end(L, X, Y);
+  Value sum = L.g.constant(0, ct, sh);
+  for (int64_t t = 0; t < max_window(X, Y); ++t) {
+    Value pos = L.g.binary(OpCode::Min, add64(L, st, t), add64(L, en, -1));
+    ir::Attrs at;
+    at.dims = {ax};
+    Value tap = L.g.op(OpCode::Gather, {v, L.g.broadcast(pos, sh, {ax})}, at);
+    Value valid = L.g.broadcast(L.g.compare(Cmp::LT, add64(L, st, t), en), sh, {ax});
+    sum = L.g.binary(OpCode::Add, sum, L.g.select(valid, tap, L.g.constant(0, ct, sh)));
+  }
+  Value cnt = L.g.broadcast(L.g.convert(L.g.binary(OpCode::Sub, en, st), ct), sh, {ax});
+  return L.g.binary(OpCode::Div, sum, cnt);
+}
+
 // _adaptive_avg_pool{2,3}d(self, output_size)
 std::vector<Value> adaptive_avg_pool(Lower& L, Args a, int64_t S) {
   const at::Tensor& self = a[0].toTensor();
@@ -371,7 +402,7 @@ std::vector<Value> adaptive_avg_pool(Lower& L, Args a, int64_t S) {
   int64_t r = self.dim();
   for (int64_t i = 0; i < S; ++i) {
     int64_t ax = r - S + i;
-    x = apply_along(L, x, avg_matrix(L, self.size(ax), Ys[i], ct), ax, 1);
+    x = avg_along(L, x, ax, self.size(ax), Ys[i]);
   }
   return one(L.g.convert(x, dt));
 }

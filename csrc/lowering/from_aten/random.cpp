@@ -134,9 +134,10 @@ std::vector<Value> dropout_backward(Lower& L, Args a) {
   // grad * mask * scale: an integer grad times the float scale promotes to the default float.
   DType dt = to_ir(float_type(g.scalar_type()), L.op()), ct = opmath(dt);
   Value gv = L.in(g, ct);
-  Value mask = L.in(a[1].toTensor(), DType::Bool);
-  Value s = bin(L, OpCode::Mul, gv, L.scalar(a[2].toScalar(), ct));
-  return one(L.g.convert(where(L, mask, s, L.cst_like(0, gv)), dt));
+  // A product, not a select: a NaN/Inf gradient where the mask is 0 gives NaN, as on CPU.
+  Value mask = L.g.convert(L.in(a[1].toTensor(), DType::Bool), ct);
+  Value s = bin(L, OpCode::Mul, bin(L, OpCode::Mul, gv, mask), L.scalar(a[2].toScalar(), ct));
+  return one(L.g.convert(s, dt));
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {

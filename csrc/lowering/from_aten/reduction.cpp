@@ -65,7 +65,7 @@ std::vector<Value> arg_extreme(Lower& L, Args a, OpCode op) {
     if (keepdim) r = L.g.reshape(r, ir::Shape(self.dim(), 1));
     return one(r);
   }
-  int64_t d = self.dim() == 0 ? 0 : wrap_dim(a[1].toInt(), self.dim());
+  int64_t d = wrap_dim(a[1].toInt(), self.dim());  // a 0-dim tensor takes dim 0 or -1 only, as on CPU
   if (self.dim() == 0) return one(L.g.constant(0, DType::I64, {}));
   TORCH_CHECK(self.size(d) != 0, "[", L.op(), "] Expected reduction dim ", d, " to have non-zero size.");
   ir::Attrs at;
@@ -76,11 +76,11 @@ std::vector<Value> arg_extreme(Lower& L, Args a, OpCode op) {
 std::vector<Value> max_dim(Lower& L, Args a, bool is_max) {
   const at::Tensor& self = a[0].toTensor();
   bool keepdim = a[2].toBool();
+  int64_t d = wrap_dim(a[1].toInt(), self.dim());  // a 0-dim tensor takes dim 0 or -1 only, as on CPU
   if (self.dim() == 0) {
     Value x = L.in(self);
     return {x, L.g.constant(0, DType::I64, {})};
   }
-  int64_t d = wrap_dim(a[1].toInt(), self.dim());
   TORCH_CHECK(self.size(d) != 0, "[", L.op(), "] Expected reduction dim ", d, " to have non-zero size.");
   Value x = L.in(self);
   Value v = L.g.reduce(x, is_max ? Reducer::Max : Reducer::Min, {d});
@@ -120,7 +120,9 @@ std::vector<Value> var_std(Lower& L, Args a, Moment m) {
                            [&] { ir::Shape s = shape_of(self); for (int64_t d : dims) s[d] = 1; return s; }());
   Value c = bin(L, OpCode::Sub, x, mean);
   Value ss = L.g.reduce(L.g.binary(OpCode::Mul, c, c), Reducer::Sum, dims);
-  Value r = bin(L, OpCode::Div, ss, L.cst(std::max(0.0, double(n) - correction), ct));
+  // An empty reduction is NaN whatever the correction (CPU: var(empty, correction=-1) is NaN, not 0/1).
+  double divisor = n == 0 ? 0.0 : std::max(0.0, double(n) - correction);
+  Value r = bin(L, OpCode::Div, ss, L.cst(divisor, ct));
   if (m == Moment::Std) r = L.g.unary(OpCode::Sqrt, r);
   r = L.g.convert(keep(L, r, shape_of(self), dims, keepdim), dt);
   if (m != Moment::VarMean) return one(r);

@@ -41,10 +41,36 @@ std::vector<Value> unary64(Lower& L, Args a) {
   return one(L.g.convert(fn(L, x), dt));
 }
 
-Value i0e(Lower& L, Value x) { return bin(L, OpCode::Mul, un(L, OpCode::Exp, un(L, OpCode::Negate, un(L, OpCode::Abs, x))), un(L, OpCode::BesselI0, x)); }
-Value i1e(Lower& L, Value x) { return bin(L, OpCode::Mul, un(L, OpCode::Exp, un(L, OpCode::Negate, un(L, OpCode::Abs, x))), un(L, OpCode::BesselI1, x)); }
-Value k0e(Lower& L, Value x) { return bin(L, OpCode::Mul, un(L, OpCode::Exp, x), un(L, OpCode::BesselK0, x)); }
-Value k1e(Lower& L, Value x) { return bin(L, OpCode::Mul, un(L, OpCode::Exp, x), un(L, OpCode::BesselK1, x)); }
+// Scaled Bessel functions e^-|x| I_n(x), e^x K_n(x): past |x| = 700 the unscaled factor
+// overflows (0 * inf) so the asymptotic series takes over (three terms: error ~1e-15 there).
+constexpr double kScaledSwitch = 700;
+// (1 + c1/x + c2/x^2 + c3/x^3) * (I: 1/sqrt(2 pi x), K: sqrt(pi / (2x))), for x > 0.
+Value bessel_asym(Lower& L, Value x, bool k_kind, double c1, double c2, double c3) {
+  Value r = bin(L, OpCode::Div, scal(L, 1, x), x);
+  Value poly = addc(L, bin(L, OpCode::Mul, r, addc(L, bin(L, OpCode::Mul, r, addc(L, mulc(L, r, c3), c2)), c1)), 1);
+  Value pre = k_kind ? un(L, OpCode::Sqrt, bin(L, OpCode::Div, scal(L, kPi / 2, x), x))
+                     : un(L, OpCode::Rsqrt, mulc(L, x, 2 * kPi));
+  return bin(L, OpCode::Mul, pre, poly);
+}
+Value scaled_i(Lower& L, Value x, OpCode op, double c1, double c2, double c3) {
+  Value ax = un(L, OpCode::Abs, x);
+  Value direct = bin(L, OpCode::Mul, un(L, OpCode::Exp, un(L, OpCode::Negate, ax)), un(L, op, x));
+  Value big = cmp(L, Cmp::GT, ax, scal(L, kScaledSwitch, x));
+  Value safe = where(L, big, ax, scal(L, kScaledSwitch + 1, x));  // no division by 0 in the unused lanes
+  Value asym = bessel_asym(L, safe, false, c1, c2, c3);
+  if (op == OpCode::BesselI1) asym = bin(L, OpCode::Mul, un(L, OpCode::Sign, x), asym);
+  return where(L, big, asym, direct);
+}
+Value scaled_k(Lower& L, Value x, OpCode op, double c1, double c2, double c3) {
+  Value direct = bin(L, OpCode::Mul, un(L, OpCode::Exp, x), un(L, op, x));
+  Value big = cmp(L, Cmp::GT, x, scal(L, kScaledSwitch, x));
+  Value asym = bessel_asym(L, where(L, big, x, scal(L, kScaledSwitch + 1, x)), true, c1, c2, c3);
+  return where(L, big, asym, direct);
+}
+Value i0e(Lower& L, Value x) { return scaled_i(L, x, OpCode::BesselI0, 1.0 / 8, 9.0 / 128, 225.0 / 3072); }
+Value i1e(Lower& L, Value x) { return scaled_i(L, x, OpCode::BesselI1, -3.0 / 8, -15.0 / 128, -315.0 / 3072); }
+Value k0e(Lower& L, Value x) { return scaled_k(L, x, OpCode::BesselK0, -1.0 / 8, 9.0 / 128, -225.0 / 3072); }
+Value k1e(Lower& L, Value x) { return scaled_k(L, x, OpCode::BesselK1, 3.0 / 8, -15.0 / 128, 315.0 / 3072); }
 Value ndtri(Lower& L, Value p) { return mulc(L, un(L, OpCode::ErfInv, addc(L, mulc(L, p, 2), -1)), kSqrt2); }
 
 // log(Phi(x)): the erfcx form for the lower tail (no underflow), log1p of erfc above.

@@ -199,7 +199,13 @@ std::vector<Value> threshold(Lower& L, Args a) {
 
 // lerp: self + w * (end - self), with PyTorch's two-sided form for accuracy.
 std::vector<Value> lerp(Lower& L, Args a) {
-  DType dt = to_ir(a[0].toTensor().scalar_type(), L.op()), ct = opmath(dt);
+  at::ScalarType st = a[0].toTensor().scalar_type();  // CPU: end and a weight of rank >= 1 have self's dtype
+  TORCH_CHECK(a[1].toTensor().scalar_type() == st, "[", L.op(), "] expected dtype ", st, " for `end`; got ",
+              a[1].toTensor().scalar_type());
+  TORCH_CHECK(!a[2].isTensor() || a[2].toTensor().dim() == 0 || a[2].toTensor().scalar_type() == st, "[", L.op(),
+              "] expected dtype ", st,
+              " for `weight`; got ", a[2].isTensor() ? a[2].toTensor().scalar_type() : st);
+  DType dt = to_ir(st, L.op()), ct = opmath(dt);
   Value s = L.in(a[0].toTensor(), ct), e = L.in(a[1].toTensor(), ct), w = arg(L, a[2], ct);
   broadcast_all(L, {&s, &e, &w});
   Value diff = L.g.binary(OpCode::Sub, e, s);

@@ -122,15 +122,20 @@ inline double bessel_y(int n, double x) {
   if (x == 0) return -kInf;
   return std::cyl_neumann(n, x);
 }
+// libstdc++'s cyl_bessel_i/k throw std::domain_error past x ~ 1e8 ("try asymptotic
+// expansion"); I_n overflows and K_n underflows from x ~ 720, so those are inf and 0 there
+// (and at +-inf, as PyTorch CPU: I_n is NaN, K_n(inf) is 0).
+constexpr double kBesselIKLimit = 800;
 inline double bessel_i(int n, double x) {
-  if (x != x) return x;
-  double v = std::cyl_bessel_i(n, std::fabs(x));
+  if (x != x || std::isinf(x)) return kNaN;  // PyTorch's Cephes kernels give NaN at +-inf
+  double v = std::fabs(x) > kBesselIKLimit ? kInf : std::cyl_bessel_i(n, std::fabs(x));
   return (n == 1 && x < 0) ? -v : v;
 }
 inline double bessel_k(int n, double x) {
   if (x != x) return x;
   if (x < 0) return kNaN;
   if (x == 0) return kInf;
+  if (x > kBesselIKLimit) return 0;
   return std::cyl_bessel_k(n, x);
 }
 
