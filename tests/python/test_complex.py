@@ -80,3 +80,14 @@ def test_unsupported_complex_op_names_it():
         torch.exp(a)
     # the device keeps working
     assert (torch.ones(2, device="tpu") + 1).cpu().tolist() == [2.0, 2.0]
+
+
+def test_fft_runs_under_cpu_fallback():
+    # No FFT lowering yet: with the CPU fallback on, complex results travel both ways.
+    x = torch.randn(8, generator=torch.Generator().manual_seed(0))
+    with torch_tpu.cpu_fallback_mode(True):
+        y = torch.fft.fft(x.to("tpu"))
+        z = torch.fft.ifft(y).real
+    assert y.device.type == "tpu" and y.dtype == torch.complex64
+    torch.testing.assert_close(y.cpu(), torch.fft.fft(x))
+    torch.testing.assert_close(z.cpu(), x)
