@@ -139,11 +139,11 @@ def install():
         return
     from torch._decomp import decomposition_table
 
-    from torch_tpu._internal import ctc_loss, embedding_bag, fused_adam, poisson, rnn_cells, unique, upsample_grad
+    from torch_tpu._internal import ctc_loss, embedding_bag, fft, fused_adam, poisson, rnn_cells, unique, upsample_grad
 
     # Our own decompositions: ops PyTorch has none for, and fixes of PyTorch's for tpu inputs.
     own = {**rnn_cells.table(), **upsample_grad.table(), **unique.table(), **embedding_bag.table(),
-           **fused_adam.table(), **ctc_loss.table(), **poisson.table(), **_fixes()}
+           **fused_adam.table(), **ctc_loss.table(), **poisson.table(), **fft.table(), **_fixes()}
     has = torch._C._dispatch_has_kernel_for_dispatch_key
     _lib = torch.library.Library("aten", "IMPL")
     for op, fn in decomposition_table.items():
