@@ -38,6 +38,7 @@ def main(argv=None):
     p.add_argument("--update-expected", action="store_true", help="rewrite expected_failures.txt lines of the entries run")
     p.add_argument("--no-check", action="store_true", help="don't compare with expected_failures.txt")
     p.add_argument("--quiet", action="store_true", help="no progress line")
+    p.add_argument("--checkpoint", help="append each op_db entry's result to this JSON-lines file and skip the entries already in it (resumable long runs)")
     p.add_argument("--from-json", help="check/update from a saved --json file instead of running")
     a = p.parse_args(argv)
 
@@ -50,7 +51,7 @@ def main(argv=None):
         with open(a.from_json) as f:
             reports = list(json.load(f).values())
     elif not a.modules_only:
-        r = ops.run(names, a.fast, dtypes, grad, a.time_limit, not a.quiet)
+        r = ops.run(names, a.fast, dtypes, grad, a.time_limit, not a.quiet, a.checkpoint)
         reports.append(r)
     if (a.modules or a.modules_only) and not a.from_json:
         r = modules.run(names if a.modules_only else None, a.fast, grad, a.time_limit, not a.quiet)

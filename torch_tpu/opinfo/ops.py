@@ -302,13 +302,38 @@ def _run_entry(op, dtypes, grad, limit_s):
     return name, res
 
 
-def run(names=None, fast=False, dtypes=JUDGED_DTYPES, grad=True, limit_s=60.0, progress=True):
-    """Runs op_db entries; returns the report dict (see README "Conformance")."""
+def _load_checkpoint(path):
+    """{entry name: result} from a --checkpoint file (JSON lines; a torn last line is ignored)."""
+    import json
+    import os
+
+    done = {}
+    if path and os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue
+                done[rec["name"]] = rec["result"]
+    return done
+
+
+def run(names=None, fast=False, dtypes=JUDGED_DTYPES, grad=True, limit_s=60.0, progress=True,
+        checkpoint=None):
+    """Runs op_db entries; returns the report dict (see README "Conformance"). With
+    `checkpoint` (a file path), each finished entry is appended to it as a JSON line and the
+    entries already there are not run again: a long run (pjrt: hours, one XLA compile per
+    new shape) resumes where it stopped."""
+    import json
+
     import torch_tpu
     from torch_tpu import _C
 
     ops = select(names, fast)
     report = {"kind": "op_db", "dtypes": [str(d) for d in dtypes], "entries": {}}
+    done = _load_checkpoint(checkpoint)
+    ckpt = open(checkpoint, "a") if checkpoint else None
     prev_fb = _C._set_cpu_fallback(False)
     prev_prec = torch_tpu.get_matmul_precision()
     torch_tpu.set_matmul_precision("highest")  # judge semantics; DEFAULT bf16 passes are a speed choice
@@ -316,12 +341,20 @@ def run(names=None, fast=False, dtypes=JUDGED_DTYPES, grad=True, limit_s=60.0, p
     t0 = time.time()
     try:
         for i, op in enumerate(ops):
+            if entry_name(op) in done:
+                report["entries"][entry_name(op)] = done[entry_name(op)]
+                continue
             bar.update(i, entry_name(op))
             name, res = run_entry(op, dtypes, grad, limit_s)
             report["entries"][name] = res
+            if ckpt:
+                ckpt.write(json.dumps({"name": name, "result": res}, default=str) + "\n")
+                ckpt.flush()
             bar.update(i + 1, name, res["forward"]["status"])
     finally:
         bar.done()
+        if ckpt:
+            ckpt.close()
         _C._set_cpu_fallback(prev_fb)
         torch_tpu.set_matmul_precision(prev_prec)
     report["elapsed_s"] = round(time.time() - t0, 1)
