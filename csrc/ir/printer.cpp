@@ -187,8 +187,19 @@ void emit_convert(Emitter& e, int id) {
   e.line(e.name(id), "convert", {x}, {e.type(n.operands[0])}, "", e.type(id));
 }
 
+// atan prints as atan2(2x, 2), which is exact (2x only overflows where atan is pi/2 anyway):
+// the XLA CPU plugin 0.11.2 computes both "chlo.atan" and atan2(x, 1) wrongly on arrays of
+// 64 or more elements (values passed through, signs flipped; its vectorized atan path), and
+// atan2 is StableHLO proper. tests/python/test_pjrt.py checks elementwise ops at 4096 elements.
+void emit_atan(Emitter& e, int id) {
+  const Node& n = e.graph().nodes()[id];
+  std::string two = e.splat(id, literal(n.dtype, 2.0, 2), n.shape, n.dtype);
+  std::string x2 = e.tmp(id, "multiply", {e.name(n.operands[0]), two}, {e.type(id), e.type(id)}, "", e.type(id));
+  e.line(e.name(id), "atan2", {x2, two}, {e.type(id), e.type(id)}, "", e.type(id));
+}
+
 constexpr Row kRows[] = {
-#define UNARY(name, hlo, dt) {OpCode::name, nullptr, nullptr},
+#define UNARY(name, hlo, dt) {OpCode::name, nullptr, OpCode::name == OpCode::Atan ? emit_atan : nullptr},
 #define BINARY(name, hlo, dt, traits) {OpCode::name, nullptr, nullptr},
 #include "ir/ops.def"
     {OpCode::Compare, compare_row_attrs, nullptr},

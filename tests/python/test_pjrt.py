@@ -173,3 +173,40 @@ def test_views_at_new_offsets_do_not_recompile(tmp_path):
     import json
     got = json.loads(r.stdout.strip().splitlines()[-1])
     assert got["rows"] <= 8 and got["cols"] <= 6, got  # per offset it would be 24 * 3 and 8 * 3
+
+
+_ELEMENTWISE = r"""
+import json, torch, torch_tpu
+# name -> (fn, low, high): every float elementwise op family on 4096 elements, where XLA's
+# vectorized code paths run (the XLA CPU plugin's chlo.atan was wrong from 64 elements on).
+FNS = {
+    "atan": (torch.atan, -30, 30), "asin": (torch.asin, -1, 1), "acos": (torch.acos, -1, 1),
+    "atanh": (torch.atanh, -0.99, 0.99), "asinh": (torch.asinh, -30, 30), "acosh": (torch.acosh, 1, 30),
+    "sinh": (torch.sinh, -10, 10), "cosh": (torch.cosh, -10, 10), "tan": (torch.tan, -1.5, 1.5),
+    "sin": (torch.sin, -30, 30), "cos": (torch.cos, -30, 30), "tanh": (torch.tanh, -10, 10),
+    "sigmoid": (torch.sigmoid, -30, 30), "exp": (torch.exp, -30, 30), "expm1": (torch.expm1, -5, 5),
+    "log": (torch.log, 0.01, 100), "log1p": (torch.log1p, -0.9, 100), "sqrt": (torch.sqrt, 0, 100),
+    "rsqrt": (torch.rsqrt, 0.01, 100), "erf": (torch.erf, -4, 4), "erfc": (torch.erfc, -4, 4),
+    "erfinv": (torch.erfinv, -0.99, 0.99), "lgamma": (torch.lgamma, 0.1, 30),
+    "digamma": (torch.digamma, 0.1, 30), "i0e": (torch.special.i0e, -30, 30),
+    "gelu": (torch.nn.functional.gelu, -6, 6), "silu": (torch.nn.functional.silu, -30, 30),
+    "atan2": (lambda x: torch.atan2(x, x.flip(0) + 0.5), -3, 3),
+    "pow": (lambda x: torch.pow(x, 1.7), 0, 10), "floor": (torch.floor, -30, 30),
+    "round": (torch.round, -30, 30), "sign": (torch.sign, -3, 3),
+}
+g = torch.Generator().manual_seed(0)
+bad = {}
+for name, (fn, lo, hi) in FNS.items():
+    x = torch.rand(4096, generator=g) * (hi - lo) + lo
+    want, got = fn(x), fn(x.to("tpu")).cpu()
+    if not torch.allclose(got, want, rtol=1e-4, atol=1e-5, equal_nan=True):
+        bad[name] = (got - want).abs().max().item()
+print(json.dumps(bad))
+"""
+
+
+def test_elementwise_ops_on_large_arrays_match_cpu():
+    r = _run(_ELEMENTWISE, TORCH_TPU_RUNTIME="pjrt")
+    assert r.returncode == 0, r.stderr[-2000:]
+    import json
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == {}

@@ -9,6 +9,7 @@
 // writers left. docs/decisions/runtime-seam.md.
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <mutex>
@@ -184,6 +185,8 @@ class PjrtRuntime final : public runtime::Runtime {
     std::string dumped;
     if (!dump_dir_.empty()) {
       dumped = dump_dir_ + "/module_" + std::to_string(std::hash<std::string>()(text)) + ".mlir";
+      std::error_code ec;
+      std::filesystem::create_directories(dump_dir_, ec);  // a failed write only loses the dump
       std::ofstream(dumped) << text;
     }
     std::string key = identity_ + "options=" + opts.bytes() + "\n" + text;
