@@ -122,6 +122,20 @@ def test_dynamic_shapes_recapture_per_shape():
     assert tc.stats()["captures"] == 3
 
 
+def test_recompiles_warn_once_naming_the_changing_dim(monkeypatch):
+    monkeypatch.setenv("TORCH_TPU_RECOMPILE_WARN", "3")
+    m = nn.Linear(8, 8).to("tpu")
+    cm = torch.compile(m, backend="tpu", dynamic=True)
+    with pytest.warns(UserWarning, match=r"captured 4 times.*changing: input \d+: 4 values 3, 4, 5, 6") as rec:
+        with torch.no_grad():
+            for n in (3, 4, 5, 6, 7, 8):
+                cm(torch.randn(n, 8, device="tpu"))
+    assert sum("captured" in str(w.message) for w in rec) == 1  # once per graph
+    graphs = [g for g in torch_tpu.metrics()["compile"]["graphs"] if g["captures"] == 6]
+    assert len(graphs) == 1 and graphs[0]["kind"] == "inference"
+    assert any(v.startswith("6 values 3, 4, 5") for v in graphs[0]["changing"].values())
+
+
 def test_graph_break_and_sync_fall_back():
     def f(x):
         y = x.sin() * 2

@@ -32,10 +32,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import os
 import pickle
 import threading
 import time
+import weakref
 from typing import Any
 
 import torch
@@ -114,6 +116,9 @@ class CapturedGraph:
         self.captures: dict[tuple, _Capture] = {}
         self.last: _Capture | None = None
         self._boxed_call = True
+        self.id = _next_graph_id()
+        self.warned = False
+        _GRAPHS[self.id] = self
 
     def _matches(self, c: _Capture, args) -> bool:
         if len(args) != len(c.tensor_pos) + len(c.others):
@@ -178,7 +183,58 @@ class CapturedGraph:
         self.captures[key] = self.last = _Capture(program, tensor_pos, others, spec, why)
         _bump("captures")
         _bump("capture_seconds", time.perf_counter() - t0)
+        self._maybe_warn()
         return outs
+
+    def origin(self) -> str:
+        """Where the graph comes from: the first user frame of its nodes' stack traces."""
+        for node in self.gm.graph.nodes:
+            st = node.meta.get("stack_trace")
+            if st:
+                lines = [ln.strip() for ln in st.strip().splitlines() if ln.strip().startswith("File ")]
+                if lines:
+                    return lines[-1].replace("File ", "", 1)
+        return ""
+
+    def changing_inputs(self) -> dict:
+        """{"input I dim D" or "input I": sorted distinct values} over this graph's captures:
+        the input sizes (and non-tensor arguments, such as Dynamo's symbolic sizes) that took
+        more than one value, i.e. why it was captured again."""
+        seen: dict[str, set] = {}
+        for key in self.captures:
+            for i, k in enumerate(key):
+                if isinstance(k, tuple) and len(k) == 5 and isinstance(k[2], tuple):
+                    for d, n in enumerate(k[2]):
+                        seen.setdefault(f"input {i} dim {d}", set()).add(n)
+                elif isinstance(k, (int, float, bool)):
+                    seen.setdefault(f"input {i}", set()).add(k)
+        return {k: sorted(v) for k, v in seen.items() if len(v) > 1}
+
+    def _maybe_warn(self) -> None:
+        n = len(self.captures)
+        limit = _recompile_warn_after()
+        if self.warned or limit <= 0 or n <= limit:
+            return
+        self.warned = True
+        changing = self.changing_inputs()
+        # Dynamo's symbolic sizes (int inputs) first: they name the dimension at its source.
+        items = sorted(changing.items(), key=lambda kv: "dim" in kv[0])
+        what = "; ".join(f"{k}: {_fmt_values(v)}" for k, v in items[:3]) or "input strides or offsets"
+        if len(items) > 3:
+            what += f"; and {len(items) - 3} more input dims"
+        import warnings
+
+        warnings.warn(
+            f"[torch.compile tpu] {self.name} graph #{self.id}{' (' + self.origin() + ')' if self.origin() else ''} "
+            f"was captured {n} times (TORCH_TPU_RECOMPILE_WARN={limit}), once per input shape; changing: "
+            f"{what}. Each capture is a new compiled program (seconds each on a TPU): pad these "
+            "dimensions to a few sizes. torch_tpu.metrics()['compile'] lists every graph.",
+            stacklevel=2)
+
+    def report(self) -> dict:
+        return {"id": self.id, "kind": self.name, "origin": self.origin(), "captures": len(self.captures),
+                "eager": sum(1 for c in self.captures.values() if c.program is None),
+                "changing": {k: _fmt_values(v) for k, v in self.changing_inputs().items()}}
 
     def stablehlo(self) -> str:
         """The last capture's graph as StableHLO text ("" when it runs eagerly)."""
@@ -186,6 +242,32 @@ class CapturedGraph:
 
 
 _last_graphs: list[CapturedGraph] = []
+_GRAPHS: "weakref.WeakValueDictionary[int, CapturedGraph]" = weakref.WeakValueDictionary()
+_graph_ids = itertools.count(1)
+
+
+def _next_graph_id() -> int:
+    return next(_graph_ids)
+
+
+def _recompile_warn_after() -> int:
+    """TORCH_TPU_RECOMPILE_WARN: warn once per graph past this many captures (0: never)."""
+    try:
+        return int(os.environ.get("TORCH_TPU_RECOMPILE_WARN", "8"))
+    except ValueError:
+        return 8
+
+
+def _fmt_values(v: list) -> str:
+    if len(v) <= 6:
+        return f"{len(v)} values " + ", ".join(map(str, v))
+    return f"{len(v)} values {v[0]}, {v[1]}, {v[2]}, ..., {v[-1]}"
+
+
+def graphs_report() -> list[dict]:
+    """One dict per live compiled graph: kind, origin, captures (compiled programs), eager
+    (uncapturable layouts) and the inputs whose sizes changed between captures."""
+    return [g.report() for _, g in sorted(_GRAPHS.items())]
 
 
 def _remember(g: CapturedGraph) -> None:

@@ -9,6 +9,11 @@ def metrics() -> dict:
     from torch_tpu._internal import decompositions
 
     m["decompositions"] = decompositions.counts()
+    import sys
+
+    comp = sys.modules.get("torch_tpu._internal.compile")
+    if comp is not None:  # torch.compile used: its counters and one entry per graph
+        m["compile"] = {**comp.stats(), "graphs": comp.graphs_report()}
     try:
         import torch
         m["memory"] = {

@@ -1,0 +1,94 @@
+"""python -m torch_tpu.bench dynamic [--lengths 17:117] [--batch B] [--width W] [--layers L]
+
+Variable sequence lengths: the demo GPT (examples/gpt.py, a small config) trains one step per
+length over `--lengths` (default the 100 lengths 17..116), compiled
+(`torch.compile(backend="tpu", dynamic=True)`) and in fused eager (DEFER_AND_FUSE), and a
+second pass over the same lengths times the steps once everything is compiled. Printed per
+mode: compile-cache misses (`torch.tpu._get_cache_stats()`: every miss is a new program, one
+XLA compile on a TPU), torch.compile captures, the first pass's time and the warm step time,
+next to the same loop at one fixed length (the cost a bucketed program would approach).
+
+Issue 19 (bounded dynamism) is the goal this measures: at most 8 buckets, <= 24 misses over
+the 100 lengths. Buckets are not built yet; this prints the baseline.
+"""
+import argparse
+import copy
+import time
+
+import torch
+
+import torch_tpu
+from torch_tpu._internal import compile as tpu_compile
+from torch_tpu.bench.gpt import _load_example
+
+
+def _misses():
+    s = torch.tpu._get_cache_stats()
+    return s["num_cache_reqs"] - s["num_cache_hits"]
+
+
+def _run(gpt, model, lengths, data, batch, mode):
+    """(misses, captures, first-pass seconds, warm seconds per step) of one step per length."""
+    m = copy.deepcopy(model).to("tpu")
+    opt = torch.optim.SGD(m.parameters(), lr=0.01)
+    gen = torch.Generator().manual_seed(1)
+    batches = {t: [x.to("tpu") for x in gpt.get_batch(data, batch, t, gen)] for t in lengths}
+    if mode == "compile":
+        torch._dynamo.reset()
+        fwd = torch.compile(m, backend="tpu", dynamic=True)
+        eager = torch_tpu.EagerMode.DEFER_NEVER
+    else:
+        fwd = m
+        eager = torch_tpu.EagerMode.DEFER_AND_FUSE
+
+    def step(t):
+        x, y = batches[t]
+        _, loss = fwd(x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return loss
+
+    with torch_tpu.eager_mode(eager):
+        torch.tpu.synchronize()
+        m0, c0 = _misses(), tpu_compile.stats()["captures"]
+        t0 = time.perf_counter()
+        for t in lengths:
+            step(t)
+        torch.tpu.synchronize()
+        first = time.perf_counter() - t0
+        misses, captures = _misses() - m0, tpu_compile.stats()["captures"] - c0
+        t0 = time.perf_counter()
+        for t in lengths:
+            loss = step(t)
+        loss.item()
+        warm = (time.perf_counter() - t0) / len(lengths)
+    return misses, captures, first, warm
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m torch_tpu.bench dynamic")
+    ap.add_argument("--lengths", default="17:117", help="start:stop (Python range) of sequence lengths")
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--width", type=int, default=64)
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--modes", default="compile,fused")
+    a = ap.parse_args(argv)
+    lo, hi = (int(v) for v in a.lengths.split(":"))
+    lengths = list(range(lo, hi))
+    gpt = _load_example()
+    chars, data = gpt.load_data()
+    torch.manual_seed(0)
+    cfg = gpt.Config(vocab=len(chars.chars), ctx=max(128, hi), width=a.width, layers=a.layers)
+    model = gpt.GPT(cfg)
+    fixed = [lengths[len(lengths) // 2]] * len(lengths)
+    print(f"GPT width {a.width}, {a.layers} layers, batch {a.batch}: one SGD step per length, "
+          f"{len(lengths)} lengths {lo}..{hi - 1}; fixed = {len(fixed)} steps at length {fixed[0]}")
+    print(f"{'mode':<8} {'lengths':<8} {'misses':>7} {'captures':>9} {'first pass s':>13} {'warm ms/step':>13}")
+    for mode in a.modes.split(","):
+        for label, ls in (("varied", lengths), ("fixed", fixed)):
+            misses, captures, first, warm = _run(gpt, model, ls, data, a.batch, mode)
+            cap = str(captures) if mode == "compile" else "-"
+            print(f"{mode:<8} {label:<8} {misses:7d} {cap:>9} {first:13.2f} {warm * 1e3:13.2f}")
+    print("goal (issue 19): <= 24 misses over 100 lengths in each mode (buckets: not built yet)")
+    return 0
