@@ -1,5 +1,5 @@
 """torch.cuda habits on "tpu" (issue 21, item 6): torch.tpu's memory_summary, mem_get_info,
-utilization, is_bf16_supported, get_device_capability and amp; pin_memory; AdamW(fused=True);
+utilization, is_bf16_supported, get_device_capability and amp; pin_memory; AdamW(fused=True) and SGD(fused=True);
 metrics_report returning (not printing); the eager mode's scope. Each runs in every eager mode."""
 import copy
 import os
@@ -205,3 +205,48 @@ def test_eager_mode_is_global_and_its_context_thread_local(m):
         assert torch.equal((a * 2).cpu(), torch.arange(4.0) * 2)
     finally:
         torch_tpu.set_eager_mode(prev)
+
+
+@pytest.mark.parametrize("kw", [
+    dict(lr=0.1),
+    dict(lr=0.1, momentum=0.9),
+    dict(lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.01),
+    dict(lr=0.05, momentum=0.8, dampening=0.3, maximize=True),
+    dict(lr=torch.tensor(0.05), momentum=0.9),
+], ids=["plain", "momentum", "nesterov-wd", "dampening-maximize", "tensor-lr"])
+def test_fused_sgd_matches_cpu(mode, kw):
+    torch.manual_seed(0)
+    ref = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Tanh(), torch.nn.Linear(5, 2))
+    tpu = copy.deepcopy(ref).to("tpu")
+    o_cpu = torch.optim.SGD(ref.parameters(), fused=True, **kw)
+    o_tpu = torch.optim.SGD(tpu.parameters(), fused=True, **kw)
+    with torch.tpu.precision(torch.tpu.Precision.HIGHEST):
+        for _ in range(3):
+            x = torch.randn(4, 6)
+            for m, o, d in ((ref, o_cpu, "cpu"), (tpu, o_tpu, "tpu")):
+                o.zero_grad()
+                m(x.to(d)).square().sum().backward()
+                o.step()
+    assert any(k.startswith("aten::_fused_sgd_") for k in torch_tpu.metrics()["decompositions"])
+    for a, b in zip(ref.parameters(), tpu.parameters()):
+        torch.testing.assert_close(b.cpu(), a.detach(), atol=1e-5, rtol=1e-5)
+    for k, st in o_cpu.state_dict()["state"].items():
+        for f, v in st.items():
+            if isinstance(v, torch.Tensor):
+                torch.testing.assert_close(o_tpu.state_dict()["state"][k][f].cpu(), v, atol=1e-5, rtol=1e-5)
+
+
+def test_fused_sgd_grad_scale_and_found_inf(mode):
+    torch.manual_seed(1)
+    ps, gs, bs = ([torch.randn(5) for _ in range(2)] for _ in range(3))
+    for inf in (0.0, 1.0):
+        for first in (True, False):
+            cpu = [[t.clone() for t in lst] for lst in (ps, gs, bs)]
+            dev = [[t.to("tpu") for t in lst] for lst in (ps, gs, bs)]
+            for (p, g, b), where in ((cpu, "cpu"), (dev, "tpu")):
+                torch._fused_sgd_(p, g, b, weight_decay=0.1, momentum=0.9, lr=0.01, dampening=0.1, nesterov=True,
+                                  maximize=False, is_first_step=first, grad_scale=torch.tensor(8.0, device=where),
+                                  found_inf=torch.tensor(inf, device=where))
+            for lc, ld in zip(cpu, dev):
+                for a, b in zip(lc, ld):
+                    torch.testing.assert_close(b.cpu(), a, atol=1e-6, rtol=1e-5)

@@ -1,5 +1,6 @@
-"""Adam(fused=True) / AdamW(fused=True) on tpu: aten::_fused_adam_ and _fused_adamw_ as lowered
-ops, with the fused kernels' semantics (CPU's and CUDA's):
+"""Adam(fused=True) / AdamW(fused=True) / SGD(fused=True) on tpu: aten::_fused_adam_,
+_fused_adamw_ and _fused_sgd_ as lowered ops, with the fused kernels' semantics (CPU's and
+CUDA's):
 
 - grad_scale: grads are divided by it (and the unscaled grads written back, as CUDA does);
 - found_inf == 1 skips the whole update (no host sync: every write is a torch.where);
@@ -50,6 +51,35 @@ def _update(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, 
         put(p, new_p)
 
 
+def _sgd(params, grads, momentum_buffer_list, *, weight_decay, momentum, lr, dampening, nesterov,
+         maximize, is_first_step, grad_scale=None, found_inf=None):
+    """SGD's fused kernel: grads unscaled by grad_scale (and written back), maximize negates,
+    weight decay adds weight_decay * param, momentum buffers start as the grad on the first
+    step and are momentum * buf + (1 - dampening) * grad after, nesterov steps along
+    grad + momentum * buf; found_inf == 1 skips the update."""
+    lr_t = lr.reshape(()) if isinstance(lr, torch.Tensor) else lr
+    keep = None if found_inf is None else (found_inf.reshape(()) == 1)
+
+    def put(dst, new):
+        dst.copy_(new if keep is None else torch.where(keep, dst, new.to(dst.dtype)))
+
+    for i, (p, g) in enumerate(zip(params, grads)):
+        grad = g
+        if grad_scale is not None:
+            grad = grad / grad_scale.reshape(()).to(grad.dtype)
+            put(g, grad)
+        if maximize:
+            grad = -grad
+        if weight_decay != 0:
+            grad = grad + weight_decay * p
+        if momentum != 0:
+            buf = momentum_buffer_list[i]
+            new_buf = grad if is_first_step else buf * momentum + grad * (1 - dampening)
+            put(buf, new_buf)
+            grad = grad + momentum * new_buf if nesterov else new_buf
+        put(p, p - lr_t * grad)
+
+
 def _make(decoupled):
     def fused(self, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, *, lr, beta1, beta2,
               weight_decay, eps, amsgrad, maximize, grad_scale=None, found_inf=None):
@@ -69,4 +99,9 @@ def table() -> dict:
             op = getattr(packet, overload, None)
             if op is not None:
                 out[op] = _make(decoupled)
+    packet = getattr(aten, "_fused_sgd_", None)
+    for overload in ("default", "tensor_lr"):
+        op = getattr(packet, overload, None) if packet is not None else None
+        if op is not None:
+            out[op] = _sgd
     return out
