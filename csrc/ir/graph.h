@@ -4,6 +4,7 @@
 // node. A Graph is built by one thread and immutable once outputs are set.
 #pragma once
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,8 @@ struct Node {
   Attrs attrs;
 };
 
+using NodeList = std::deque<Node>;
+
 class Graph {
  public:
   Value param(DType dtype, Shape shape);
@@ -79,10 +82,13 @@ class Graph {
 
   void set_outputs(std::vector<Value> outs) { outputs_ = std::move(outs); }
 
+  // References to nodes (and their shapes) stay valid while the graph grows: builders hold
+  // `g.shape(x)` across calls that add nodes (nodes_ is a deque for that reason; a vector's
+  // reallocation left such references dangling: linalg.lu of a 1 x n matrix read a freed shape).
   const Node& node(Value v) const { return nodes_[v.id]; }
   const Shape& shape(Value v) const { return nodes_[v.id].shape; }
   DType dtype(Value v) const { return nodes_[v.id].dtype; }
-  const std::vector<Node>& nodes() const { return nodes_; }
+  const NodeList& nodes() const { return nodes_; }
   const std::vector<Value>& outputs() const { return outputs_; }
   int num_params() const { return num_params_; }
 
@@ -100,7 +106,7 @@ class Graph {
 
  private:
   Value intern(Node&& n);
-  std::vector<Node> nodes_;
+  NodeList nodes_;
   std::vector<Value> outputs_;
   int num_params_ = 0;
   void cse_insert(uint64_t h, int id);

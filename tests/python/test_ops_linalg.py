@@ -248,3 +248,11 @@ def test_lu_unpack_rejects_bad_pivots():
     with pytest.raises(RuntimeError, match="pivots"):
         torch.lu_unpack(lu, torch.tensor([0, 2, 3], dtype=torch.int32, device="tpu"))
         torch.tpu.synchronize()
+
+
+@pytest.mark.parametrize("shape", [(1, 4), (3, 1, 5), (2, 1, 1), (1, 1)])
+def test_linalg_lu_of_single_row_matrices(shape):
+    # unpack's eye(g.shape(l)) held a shape reference across node additions (a freed shape)
+    a = torch.randn(*shape)
+    for got, want in zip(torch.linalg.lu(a.to("tpu")), torch.linalg.lu(a)):
+        torch.testing.assert_close(got.cpu(), want)

@@ -8,6 +8,8 @@ Judging rules (docs: README "Conformance"):
   float16 are not judged (no TPU hardware path; bf16 can be run with --dtypes bfloat16).
 - An entry passes backward when float32 gradients match CPU for all samples.
 - Random ops compare shape, dtype and distribution; uninitialized ones shape and dtype.
+- Singular and eigen vectors are unique up to each column's sign: their absolute values are
+  compared (SIGN_FREE; XLA's SVD and eigh pick other signs than LAPACK's).
 - Samples come from CPU; the CPU fallback is off, so a pass means the op ran on tpu.
 """
 import time
@@ -56,6 +58,17 @@ FAST_OPS = (
 )
 
 
+# Outputs that are singular/eigen vectors (unique up to sign per column): compared by |x|.
+SIGN_FREE = {"svd": (0, 2), "linalg.svd": (0, 2), "linalg.eigh": (1,)}
+
+
+def _unsign(name, out):
+    idx = SIGN_FREE.get(name)
+    if idx is None or not isinstance(out, (tuple, list)):
+        return out
+    return tuple(o.abs() if i in idx and isinstance(o, torch.Tensor) else o for i, o in enumerate(out))
+
+
 # Entries whose sample args are CPU tensors by contract (e.g. index lists): only the input moves.
 CPU_ARGS = {"tensor_split"}
 
@@ -82,6 +95,7 @@ def select(names=None, fast=False):
 
 
 def _check(name, actual, expected, what, on_device=True):
+    actual, expected = _unsign(name, actual), _unsign(name, expected)
     if name in RANDOM:
         compare_random(actual, expected, name in NO_MOMENTS, what)
     else:

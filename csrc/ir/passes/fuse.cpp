@@ -319,7 +319,7 @@ class Partitioner {
   }
 
   const Graph& g_;
-  const std::vector<Node>& nodes_;
+  const NodeList& nodes_;
   std::vector<char> live_;
   std::vector<Role> role_;
   std::vector<int> home_;  // node -> cluster id (any id of its set; use find), -1 if none

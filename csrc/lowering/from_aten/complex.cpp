@@ -140,7 +140,15 @@ bool maybe_run(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     if (dims.empty())
       for (int64_t d = 0; d < x.dim(); ++d) dims.push_back(d);
     for (int64_t& d : dims) d = c10::maybe_wrap_dim(d, x.dim());
-    result = at::view_as_complex(p.sum(dims, keep).contiguous());
+    // dtype=: a complex one sums the pairs in its real type; a real one sums the real parts
+    // (CPU casts first, discarding the imaginary parts).
+    const c10::IValue& dt = args[overload.empty() ? 1 : 3];
+    if (!dt.isNone() && !c10::isComplexType(dt.toScalarType())) {
+      result = p.select(-1, 0).to(dt.toScalarType()).sum(dims, keep);
+    } else {
+      if (!dt.isNone()) p = p.to(real_of(dt.toScalarType()));
+      result = at::view_as_complex(p.sum(dims, keep).contiguous());
+    }
   } else if (base == "fill" && overload == "Scalar") {
     at::Tensor self = args[0].toTensor();  // a copy: drop() frees the stack's
     c10::complex<double> v = args[1].toScalar().toComplexDouble();

@@ -113,5 +113,18 @@ TEST(IrBuilder, EveryOpHasTableMetadata) {
   EXPECT_FALSE(op_info(OpCode::Sub).traits & kCommutative);
 }
 
+// Builders hold g.shape(x) / g.node(x) while adding nodes (linalg's eye(L, g.shape(l)) adds
+// two iotas from one shape): those references must survive the graph's growth.
+TEST(IrBuilder, ShapeReferencesSurviveGrowth) {
+  Graph g;
+  Value x = g.param(DType::F32, {3, 5});
+  const Shape& s = g.shape(x);
+  const Node& n = g.node(x);
+  for (int i = 0; i < 5000; ++i) g.constant(i, DType::F32, s);  // distinct: not interned
+  EXPECT_EQ(s, (Shape{3, 5}));
+  EXPECT_EQ(n.shape, (Shape{3, 5}));
+  EXPECT_EQ(g.nodes().size(), 5001u);
+}
+
 }  // namespace
 }  // namespace torch_tpu::ir
