@@ -198,9 +198,18 @@ void emit_atan(Emitter& e, int id) {
   e.line(e.name(id), "atan2", {x2, two}, {e.type(id), e.type(id)}, "", e.type(id));
 }
 
+void emit_binary_min_max(Emitter& e, int id) {
+  const Node& n = e.graph().nodes()[id];
+  emit_min_max(e, id, e.name(id), n.op == OpCode::Max ? "maximum" : "minimum", e.name(n.operands[0]),
+               e.name(n.operands[1]), n.shape, n.dtype);
+}
+
+constexpr EmitFn unary_emit(OpCode op) { return op == OpCode::Atan ? emit_atan : nullptr; }
+constexpr EmitFn binary_emit(OpCode op) { return op == OpCode::Max || op == OpCode::Min ? emit_binary_min_max : nullptr; }
+
 constexpr Row kRows[] = {
-#define UNARY(name, hlo, dt) {OpCode::name, nullptr, OpCode::name == OpCode::Atan ? emit_atan : nullptr},
-#define BINARY(name, hlo, dt, traits) {OpCode::name, nullptr, nullptr},
+#define UNARY(name, hlo, dt) {OpCode::name, nullptr, unary_emit(OpCode::name)},
+#define BINARY(name, hlo, dt, traits) {OpCode::name, nullptr, binary_emit(OpCode::name)},
 #include "ir/ops.def"
     {OpCode::Compare, compare_row_attrs, nullptr},
     {OpCode::Select, nullptr, nullptr},

@@ -30,6 +30,21 @@ ReducerInfo reducer_info(Reducer r, DType t) {
 
 }  // namespace
 
+void emit_min_max(Emitter& e, int id, const std::string& res, const char* op, const std::string& a,
+                  const std::string& b, const Shape& s, DType t) {
+  std::string ty = tensor_type(s, t);
+  if (!is_float(t)) {
+    e.line(res, op, {a, b}, {ty, ty}, "", ty);
+    return;
+  }
+  std::string bt = tensor_type(s, DType::Bool);
+  std::string m = e.tmp(id, op, {a, b}, {ty, ty}, "", ty);
+  std::string a_nan = e.tmp(id, "compare", {a, a}, {ty, ty}, compare_attrs(Cmp::NE, t), bt);
+  std::string m2 = e.tmp(id, "select", {a_nan, a, m}, {bt, ty, ty}, "", ty);
+  std::string b_nan = e.tmp(id, "compare", {b, b}, {ty, ty}, compare_attrs(Cmp::NE, t), bt);
+  e.line(res, "select", {b_nan, b, m2}, {bt, ty, ty}, "", ty);
+}
+
 // Opens a region `({ ^bb0(args):` and returns the block argument names.
 std::vector<std::string> open_region(Emitter& e, int id, const std::vector<std::string>& types) {
   std::vector<std::string> args;
@@ -80,7 +95,13 @@ void emit_reduce(Emitter& e, int id) {
   std::string init = e.splat(id, r.init, {}, t);
   begin_op(e, e.name(id), "reduce", {e.name(x), init});
   auto a = open_region(e, id, {s, s});
-  std::string v = e.tmp(id, r.op, {a[0], a[1]}, {s, s}, "", s);
+  std::string v;
+  if (n.attrs.reducer == Reducer::Max || n.attrs.reducer == Reducer::Min) {
+    v = e.fresh(id);
+    emit_min_max(e, id, v, r.op, a[0], a[1], {}, t);
+  } else {
+    v = e.tmp(id, r.op, {a[0], a[1]}, {s, s}, "", s);
+  }
   close_region(e, {v}, s);
   reduce_tail(e, n.attrs.dims, {e.type(x), s}, {e.type(id)});
 }

@@ -64,6 +64,13 @@ class Emitter {
   int tmp_ = 0, tmp_node_ = -1;
 };
 
+// `res` = maximum/minimum(a, b) of type tensor_type(s, t), NaN-propagating for floats as
+// StableHLO specifies and PyTorch computes (printer_compound.cpp): the XLA CPU plugin's
+// maximum/minimum return the other operand when one is NaN, so floats print as
+// select(b != b, b, select(a != a, a, op(a, b))).
+void emit_min_max(Emitter& e, int id, const std::string& res, const char* op, const std::string& a,
+                  const std::string& b, const Shape& s, DType t);
+
 // Region helpers (printer_compound.cpp). open_region writes `({ ^bb0(args):` and returns
 // the block argument names (temporaries of node `id`); close_region writes
 // `"stablehlo.return"(vals)` (each of `type`) and `})`; begin_op writes `res = "stablehlo.op"(args) `.

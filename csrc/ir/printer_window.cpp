@@ -55,7 +55,13 @@ void emit_reduce_window(Emitter& e, int id) {
   std::string init = e.splat(id, init_lit, {}, t);
   begin_op(e, e.name(id), "reduce_window", {e.name(x), init});
   auto args = open_region(e, id, {s, s});
-  std::string v = e.tmp(id, op, {args[0], args[1]}, {s, s}, "", s);
+  std::string v;
+  if (a.reducer == Reducer::Sum) {
+    v = e.tmp(id, op, {args[0], args[1]}, {s, s}, "", s);
+  } else {
+    v = e.fresh(id);
+    emit_min_max(e, id, v, op, args[0], args[1], {}, t);
+  }
   close_region(e, {v}, s);
   e.out() << " {base_dilations = " << i64_array(a.lhs_dilation)
           << ", padding = " << padding(a.pad_lo, a.pad_hi)

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <set>
 #include <unordered_map>
 
 #include "base/error.h"
@@ -357,12 +358,43 @@ class Importer {
     return g_.dot(x[0], x[1], a);
   }
 
+  // Our printer's NaN-propagating max/min body (printer_compound.cpp emit_min_max):
+  // m = maximum|minimum(a, b), then compares of a and b with themselves and selects of a, b
+  // and the previous values only, returning the last select. The IR's Max/Min propagate NaN.
+  static bool nan_propagating_min_max(const Region& r, Reducer* red) {
+    if (r.args.size() != 2 || r.ops.size() != 6) return false;
+    const Op& m = r.ops[0];
+    bool is_max = m.name == "stablehlo.maximum", is_min = m.name == "stablehlo.minimum";
+    if (!(is_max || is_min) || m.operands.size() != 2) return false;
+    std::set<std::string> known(r.args.begin(), r.args.end());
+    if (!known.count(m.operands[0]) || !known.count(m.operands[1]) || m.operands[0] == m.operands[1]) return false;
+    known.insert(m.results.at(0));
+    for (size_t i = 1; i + 1 < r.ops.size(); ++i) {
+      const Op& o = r.ops[i];
+      if (o.name != "stablehlo.compare" && o.name != "stablehlo.select") return false;
+      if (o.name == "stablehlo.compare" &&
+          (o.operands.size() != 2 || o.operands[0] != o.operands[1] || !o.attrs.count("comparison_direction") ||
+           o.attrs.at("comparison_direction").find("NE") == std::string::npos))
+        return false;
+      for (const std::string& v : o.operands)
+        if (!known.count(v)) return false;
+      known.insert(o.results.at(0));
+    }
+    const Op& ret = r.ops.back();
+    if (ret.operands.size() != 1 || ret.operands[0] != r.ops[r.ops.size() - 2].results.at(0) ||
+        r.ops[r.ops.size() - 2].name != "stablehlo.select")
+      return false;
+    *red = is_max ? Reducer::Max : Reducer::Min;
+    return true;
+  }
+
   // The reducer of a reduce / reduce_window: `applies OP` or a body that is one binary op of
-  // its two block arguments.
+  // its two block arguments (or our NaN-propagating max/min).
   Reducer body_reducer(const Op& op) {
     if (op.attrs.count("applies")) return reducer_of(op.attrs.at("applies"), op);
     IMPORT_CHECK(op.regions.size() == 1, op, "no reducer body");
     const Region& r = op.regions[0];
+    if (Reducer nan_red; nan_propagating_min_max(r, &nan_red)) return nan_red;
     IMPORT_CHECK(r.ops.size() == 2 && r.ops[0].operands.size() == 2 && r.ops[1].operands.size() == 1 &&
                      r.ops[1].operands[0] == r.ops[0].results.at(0) && r.args.size() == 2 &&
                      ((r.ops[0].operands[0] == r.args[0] && r.ops[0].operands[1] == r.args[1]) ||

@@ -210,3 +210,32 @@ def test_elementwise_ops_on_large_arrays_match_cpu():
     assert r.returncode == 0, r.stderr[-2000:]
     import json
     assert json.loads(r.stdout.strip().splitlines()[-1]) == {}
+
+
+_NAN_MIN_MAX = r"""
+import json, torch, torch_tpu, torch.nn.functional as F
+# NaN propagates through max/min as PyTorch (and StableHLO) specify; the XLA CPU plugin's
+# maximum/minimum return the other operand, so the printer spells the propagation out.
+g = torch.Generator().manual_seed(0)
+x = torch.randn(6, 40, generator=g); x[1, 7] = x[4, 33] = float("nan")
+y = torch.randn(6, 40, generator=g); y[2, 5] = float("nan")
+FNS = {
+    "maximum": lambda a, b: torch.maximum(a, b), "minimum": lambda a, b: torch.minimum(a, b),
+    "fmax-free max": lambda a, b: torch.max(a, b), "amax": lambda a, b: a.amax(), "amin dim": lambda a, b: a.amin(1),
+    "max dim": lambda a, b: a.max(0).values, "min": lambda a, b: b.min(), "aminmax": lambda a, b: torch.cat(torch.aminmax(a, dim=1)),
+    "max_pool1d": lambda a, b: F.max_pool1d(a[None], 4)[0], "clamp": lambda a, b: a.clamp(-0.5, 0.5),
+}
+bad = {}
+for name, fn in FNS.items():
+    want, got = fn(x, y), fn(x.to("tpu"), y.to("tpu")).cpu()
+    if not torch.equal(want.isnan(), got.isnan()) or not torch.allclose(got, want, equal_nan=True):
+        bad[name] = str(got)[:80]
+print(json.dumps(bad))
+"""
+
+
+def test_max_min_propagate_nan():
+    r = _run(_NAN_MIN_MAX, TORCH_TPU_RUNTIME="pjrt")
+    assert r.returncode == 0, r.stderr[-2000:]
+    import json
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == {}

@@ -44,7 +44,11 @@ TEST(IrPrinter, ReduceMax) {
     %t1_0 = "stablehlo.constant"() {value = dense<0xFF800000> : tensor<f32>} : () -> tensor<f32>
     %1 = "stablehlo.reduce"(%arg0, %t1_0) ({
     ^bb0(%t1_1: tensor<f32>, %t1_2: tensor<f32>):
-      %t1_3 = "stablehlo.maximum"(%t1_1, %t1_2) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+      %t1_4 = "stablehlo.maximum"(%t1_1, %t1_2) : (tensor<f32>, tensor<f32>) -> tensor<f32>
+      %t1_5 = "stablehlo.compare"(%t1_1, %t1_1) {comparison_direction = #stablehlo<comparison_direction NE>, compare_type = #stablehlo<comparison_type FLOAT>} : (tensor<f32>, tensor<f32>) -> tensor<i1>
+      %t1_6 = "stablehlo.select"(%t1_5, %t1_1, %t1_4) : (tensor<i1>, tensor<f32>, tensor<f32>) -> tensor<f32>
+      %t1_7 = "stablehlo.compare"(%t1_2, %t1_2) {comparison_direction = #stablehlo<comparison_direction NE>, compare_type = #stablehlo<comparison_type FLOAT>} : (tensor<f32>, tensor<f32>) -> tensor<i1>
+      %t1_3 = "stablehlo.select"(%t1_7, %t1_2, %t1_6) : (tensor<i1>, tensor<f32>, tensor<f32>) -> tensor<f32>
       "stablehlo.return"(%t1_3) : (tensor<f32>) -> ()
     }) {dimensions = array<i64: 1>} : (tensor<2x3xf32>, tensor<f32>) -> tensor<2xf32>
     return %1, %arg0 : tensor<2xf32>, tensor<2x3xf32>
