@@ -131,6 +131,22 @@ def _highest(fn):
     return run
 
 
+def _out(fn):
+    """The out= overload: computed functionally, then resized and copied into `out` (as
+    ATen's out= kernels do). Not functools.wraps: the installer reads the signature."""
+    def run(*args, out):
+        r = fn(*args)
+        if out.shape != r.shape:
+            out.resize_(r.shape)
+        return out.copy_(r)
+    run.__name__ = fn.__name__ + "_out"
+    return run
+
+
 def table():
-    return {aten._fft_c2c.default: _highest(fft_c2c), aten._fft_r2c.default: _highest(fft_r2c),
-            aten._fft_c2r.default: _highest(fft_c2r)}
+    t = {}
+    for name, fn in (("_fft_c2c", fft_c2c), ("_fft_r2c", fft_r2c), ("_fft_c2r", fft_c2r)):
+        packet = getattr(aten, name)
+        t[packet.default] = _highest(fn)
+        t[packet.out] = _out(_highest(fn))
+    return t
