@@ -13,20 +13,30 @@ import torch
 aten = torch.ops.aten
 
 
+def _writer(found_inf):
+    """put(dst, new): dst = new, unless found_inf == 1 (then dst keeps its value; no host sync)."""
+    keep = None if found_inf is None else (found_inf.reshape(()) == 1)
+
+    def put(dst, new):
+        dst.copy_(new if keep is None else torch.where(keep, dst, new.to(dst.dtype)))
+
+    return put
+
+
+def _unscaled(g, grad_scale, maximize, put):
+    """The grad divided by grad_scale (written back, as the fused kernels do), negated for maximize."""
+    grad = g
+    if grad_scale is not None:
+        grad = grad / grad_scale.reshape(()).to(grad.dtype)
+        put(g, grad)
+    return -grad if maximize else grad
+
+
 def _update(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, lr, beta1, beta2,
             weight_decay, eps, amsgrad, maximize, grad_scale, found_inf, decoupled):
+    put = _writer(found_inf)
     for i, (p, g, m, v, step) in enumerate(zip(params, grads, exp_avgs, exp_avg_sqs, state_steps)):
-        keep = None if found_inf is None else (found_inf.reshape(()) == 1)
-
-        def put(dst, new):
-            dst.copy_(new if keep is None else torch.where(keep, dst, new.to(dst.dtype)))
-
-        grad = g
-        if grad_scale is not None:
-            grad = grad / grad_scale.reshape(()).to(grad.dtype)
-            put(g, grad)
-        if maximize:
-            grad = -grad
+        grad = _unscaled(g, grad_scale, maximize, put)
         param = p
         if weight_decay != 0:
             if decoupled:
@@ -58,18 +68,9 @@ def _sgd(params, grads, momentum_buffer_list, *, weight_decay, momentum, lr, dam
     step and are momentum * buf + (1 - dampening) * grad after, nesterov steps along
     grad + momentum * buf; found_inf == 1 skips the update."""
     lr_t = lr.reshape(()) if isinstance(lr, torch.Tensor) else lr
-    keep = None if found_inf is None else (found_inf.reshape(()) == 1)
-
-    def put(dst, new):
-        dst.copy_(new if keep is None else torch.where(keep, dst, new.to(dst.dtype)))
-
+    put = _writer(found_inf)
     for i, (p, g) in enumerate(zip(params, grads)):
-        grad = g
-        if grad_scale is not None:
-            grad = grad / grad_scale.reshape(()).to(grad.dtype)
-            put(g, grad)
-        if maximize:
-            grad = -grad
+        grad = _unscaled(g, grad_scale, maximize, put)
         if weight_decay != 0:
             grad = grad + weight_decay * p
         if momentum != 0:
