@@ -79,9 +79,9 @@ OPS = [
 ]
 
 
-@pytest.mark.parametrize("spec,dtype,variant", cases(OPS))
-def test_op(spec, dtype, variant):
-    check_case(spec, dtype, variant)
+@pytest.mark.parametrize("spec,dtype,variant,mode", cases(OPS))
+def test_op(spec, dtype, variant, mode):
+    check_case(spec, dtype, variant, mode)
 
 
 def test_mse_loss_broadcast_target_warns_and_matches():
