@@ -1,10 +1,13 @@
 // Deferred window: recording (inlining each op's graph), view/alias tracking, flushing.
 #include "exec/window.h"
 
+#include <c10/core/impl/COW.h>
+
 #include <algorithm>
 
 #include "base/config.h"
 #include "base/error.h"
+#include "device/device.h"
 #include "exec/launch.h"
 #include "exec/stream.h"
 #include "exec/window_internal.h"
@@ -107,6 +110,25 @@ bool needs_flush(Window& w, const OpRecord& r) {
   return false;
 }
 
+// A tpu storage over memory that another storage owns (at::from_blob on a tpu pointer, as
+// PyTorch's storage file I/O of legacy torch.save / torch.load does). The window tracks
+// storages, not memory, so it cannot see that the two alias, and a write into a borrowing
+// storage that dies before the flush would never be written: such ops run unfused.
+bool borrowed(const at::Tensor& t) {
+  if (!t.defined() || !t.is_privateuseone()) return false;
+  const c10::DataPtr& p = t.storage().data_ptr();
+  if (p.get() == nullptr) return false;
+  return p.get_deleter() != device::allocator()->raw_deleter() && !c10::impl::cow::is_cow_data_ptr(p);
+}
+
+bool touches_borrowed(const OpRecord& r) {
+  for (const auto& b : r.binds)
+    if (borrowed(b.tensor)) return true;
+  for (const at::Tensor& d : r.dsts)
+    if (borrowed(d)) return true;
+  return false;
+}
+
 ir::Value read(Window& w, const at::Tensor& t, ir::DType dt) {
   if (t.is_privateuseone()) {
     Meta m = meta_of(t, dt);
@@ -179,11 +201,17 @@ const bool g_hook_installed = [] {
 void defer(int dev, OpRecord& r) {
   Window& w = window(dev);
   std::lock_guard<std::mutex> lk(w.mu);
-  if (needs_flush(w, r)) flush_locked(w, dev, std::string("aliasing view at ") + r.name);
+  bool unfused = touches_borrowed(r);  // queued after the pending writes, written at once
+  if (unfused) flush_locked(w, dev, std::string("borrowed storage at ") + r.name);
+  else if (needs_flush(w, r)) flush_locked(w, dev, std::string("aliasing view at ") + r.name);
   inline_op(w, r);
   {
     std::lock_guard<std::mutex> s(g_stats_mu);
     ++g_stats.deferred_ops;
+  }
+  if (unfused) {
+    flush_locked(w, dev, std::string("borrowed storage at ") + r.name);
+    return;
   }
   if (w.g.nodes().size() > config().fused_window_nodes && !w.capturing) flush_locked(w, dev, "window size");
 }

@@ -1,6 +1,7 @@
 """Op test harness: runs a function on PyTorch CPU and on tpu and compares outputs and,
 for float dtypes, gradients. Op families describe their ops as `OpSpec` rows; `cases()`
-expands the rows into pytest params (op x dtype x input variant) and `check_case()` runs one.
+expands the rows into pytest params (op x dtype x input variant x eager mode, ids
+"name-dtype-variant-mode") and `check_case()` runs one.
 
 Input variants (generated from the row's shapes):
   contig     the shapes as given
@@ -11,8 +12,27 @@ Input variants (generated from the row's shapes):
   pyscalar   trailing Scalar-able arguments are Python numbers (rows with `scalar_args`)
   cpu0dim    trailing Scalar-able arguments are 0-dim CPU tensors (mixed in as scalars)
 
+Eager modes (the whole case -- transfers, forward, backward -- runs inside the mode):
+  strict     DEFER_NEVER: asynchronous, in order (the default mode)
+  debug      DEFER_NEVER_AND_LAUNCH_BLOCKING: each op finishes before the call returns
+  fused      DEFER_AND_FUSE: the forward and the backward are recorded into one window
+             (unless a view forces an earlier flush), flushed by the first comparison, so
+             fusion, window outputs and view tracking are what is tested
+MODE_VARIANTS fixes which variants each mode runs: strict runs every variant; debug and
+fused run contig, noncontig, empty, pyscalar and cpu0dim -- the variants that change how
+inputs enter a graph (views of a storage, zero-size tensors, scalar operands), which is where
+the window (fused) and the blocking launch (debug) have code of their own. broadcast and 0dim
+change only shapes inside the op's own graph, the same graph in every mode, so strict covers
+them. Cost (the 7 files that use cases(), -n 2, 2 busy shared cores): host 4,219 tests 32 s
+wall / 32 s CPU before, 10,349 tests 67 s / 58 s after (every variant in every mode: 11,867
+tests, 54 s / 60 s: on the host the reduction saves little); pjrt (make test's subset),
+test_ops_pointwise + test_ops_nn with a cold XLA cache (fused windows are new executables;
+debug reuses strict's): 144 s before, 233 s after, 303 s for every variant (40 s with a warm
+$TORCH_TPU_CACHE_DIR).
+
 If CPU raises for a case, tpu must raise too (error parity) -- no crash, no silent result.
 """
+import contextlib
 import dataclasses
 import zlib
 from typing import Callable, Optional, Sequence
@@ -20,7 +40,8 @@ from typing import Callable, Optional, Sequence
 import pytest
 import torch
 
-import torch_tpu  # noqa: F401
+import torch_tpu
+from torch_tpu import EagerMode
 
 DEV = "tpu"
 F32, BF16 = torch.float32, torch.bfloat16
@@ -37,6 +58,18 @@ _TOL = {
     torch.float16: (1e-3, 1e-3),
 }
 VARIANTS = ("contig", "noncontig", "broadcast", "0dim", "empty", "pyscalar", "cpu0dim")
+MODES = {
+    "strict": EagerMode.DEFER_NEVER,
+    "debug": EagerMode.DEFER_NEVER_AND_LAUNCH_BLOCKING,
+    "fused": EagerMode.DEFER_AND_FUSE,
+}
+# The variants each mode runs (a row's own variant list still filters them); see the docstring.
+_OWN_PATHS = ("contig", "noncontig", "empty", "pyscalar", "cpu0dim")
+MODE_VARIANTS = {
+    "strict": VARIANTS,
+    "debug": _OWN_PATHS,
+    "fused": _OWN_PATHS,
+}
 
 
 def tol(dtype: torch.dtype, scale: float = 1.0):
@@ -97,7 +130,7 @@ class OpSpec:
     nonzero: Sequence[int] = ()       # argument indices kept away from zero
     tol_scale: float = 1.0            # loosens float tolerances (transcendental ops)
     grad_tol_scale: Optional[float] = None
-    xfail: Optional[dict] = None      # {(dtype or None, variant or None): reason or mark}
+    xfail: Optional[dict] = None      # {(dtype|None, variant|None[, mode|None]): reason or mark}
     make_inputs: Optional[Callable] = None  # (variant, dtype, gen) -> [Input or scalar]
 
     def __post_init__(self):
@@ -213,32 +246,49 @@ def _backward(outs, ws, device):
     return True
 
 
-def check(fn, args, *, grad=True, scale=1.0, grad_scale=None, cpu_args=None, seed=0):
+def in_mode(mode: Optional[str]):
+    """The eager-mode block a case runs in: a key of MODES (None: the caller's mode)."""
+    if mode is None:
+        return contextlib.nullcontext()
+    if mode not in MODES:
+        raise ValueError(f"[op_harness] unknown mode {mode!r}; expected one of {list(MODES)}")
+    return torch_tpu.eager_mode(MODES[mode])
+
+
+def check(fn, args, *, grad=True, scale=1.0, grad_scale=None, cpu_args=None, seed=0, mode=None):
     """Runs fn(*args) on CPU and tpu and compares; then compares gradients of float inputs.
 
     `args`: Input objects and Python scalars. `cpu_args` (optional): the CPU reference
-    inputs when they differ (e.g. bf16-rounded for DEFAULT matmul precision)."""
+    inputs when they differ (e.g. bf16-rounded for DEFAULT matmul precision). `mode`: a key
+    of MODES to run the tpu side in (None: the caller's mode). The tpu forward and backward
+    both run before the first comparison, so in fused mode they are one window."""
     ref_args = cpu_args if cpu_args is not None else args
     cpu_leaves, cpu_vals = _realize_all(ref_args, "cpu", grad)
-    tpu_leaves, tpu_vals = _realize_all(args, DEV, grad)
     try:
         expected = fn(*cpu_vals)
     except Exception as e:  # error parity: tpu must reject it too
-        with pytest.raises(Exception) as info:
-            fn(*tpu_vals)
-            torch.tpu.synchronize()
+        with in_mode(mode):
+            _, tpu_vals = _realize_all(args, DEV, grad)
+            with pytest.raises(Exception) as info:
+                fn(*tpu_vals)
+                torch.tpu.synchronize()
         assert not isinstance(info.value, (SystemError, MemoryError)), info.value
         return type(e)
-    actual = fn(*tpu_vals)
-    assert_same(actual, expected, scale)
-    if not grad:
-        return None
-    e_outs, a_outs = _flat(expected), _flat(actual)
-    ws = _weights(e_outs, seed + 1)
-    if not _backward(e_outs, ws, "cpu"):
-        return None
-    assert _backward(a_outs, ws, DEV)
-    gscale = grad_scale if grad_scale is not None else scale
+    e_outs = _flat(expected)
+    ws = _weights(e_outs, seed + 1) if grad else []
+    has_grad = grad and _backward(e_outs, ws, "cpu")
+    with in_mode(mode):
+        tpu_leaves, tpu_vals = _realize_all(args, DEV, grad)
+        actual = fn(*tpu_vals)
+        if has_grad:
+            assert _backward(_flat(actual), ws, DEV), "tpu outputs need no gradient; CPU's do"
+        assert_same(actual, expected, scale)
+        if has_grad:
+            _compare_grads(cpu_leaves, tpu_leaves, grad_scale if grad_scale is not None else scale)
+    return None
+
+
+def _compare_grads(cpu_leaves, tpu_leaves, scale):
     for i, (c, t) in enumerate(zip(cpu_leaves, tpu_leaves)):
         if c is None or not c.requires_grad:
             continue
@@ -246,8 +296,7 @@ def check(fn, args, *, grad=True, scale=1.0, grad_scale=None, cpu_args=None, see
             assert t.grad is None, f"grad[{i}]: tpu has a gradient, CPU has none"
             continue
         assert t.grad is not None, f"grad[{i}]: missing on tpu"
-        assert_same(t.grad, c.grad, gscale, what=f"grad[{i}]")
-    return None
+        assert_same(t.grad, c.grad, scale, what=f"grad[{i}]")
 
 
 # --- pytest glue ---------------------------------------------------------------------------
@@ -261,24 +310,43 @@ def _dtype_name(dt):
     return str(dt).replace("torch.", "")
 
 
+def modes():
+    """pytest params of the mode axis (ids: the mode) for tables that call check(mode=...)
+    themselves, or compare inside `in_mode(mode)`, instead of using cases()."""
+    return [pytest.param(m, id=m) for m in MODES]
+
+
+def _xfail_marks(spec: OpSpec, dtype, variant: str, mode: str):
+    marks = []
+    for key, mark in (spec.xfail or {}).items():
+        xd, xv, xm = (tuple(key) + (None,))[:3]
+        if (xd is None or xd == dtype) and (xv is None or xv == variant) and (xm is None or xm == mode):
+            marks.append(pytest.mark.xfail(strict=True, reason=mark) if isinstance(mark, str) else mark)
+    return marks
+
+
 def cases(specs: Sequence[OpSpec]):
-    """pytest params (spec, dtype, variant) with ids "name-dtype-variant" and xfail marks."""
+    """pytest params (spec, dtype, variant, mode) with ids "name-dtype-variant-mode" and xfail
+    marks; each mode runs the row's variants that MODE_VARIANTS lists for it."""
     out = []
     for spec in specs:
+        for v in spec.variants:
+            if v not in VARIANTS:
+                raise ValueError(f"[op_harness] unknown variant {v!r} in {spec.name}")
         for dt in spec.dtypes:
-            for v in spec.variants:
-                if v not in VARIANTS:
-                    raise ValueError(f"[op_harness] unknown variant {v!r} in {spec.name}")
-                marks = []
-                for (xd, xv), mark in (spec.xfail or {}).items():
-                    if (xd is None or xd == dt) and (xv is None or xv == v):
-                        marks.append(pytest.mark.xfail(strict=True, reason=mark) if isinstance(mark, str) else mark)
-                out.append(pytest.param(spec, dt, v, id=f"{spec.name}-{_dtype_name(dt)}-{v}", marks=marks))
+            for mode, allowed in MODE_VARIANTS.items():
+                for v in spec.variants:
+                    if v not in allowed:
+                        continue
+                    out.append(pytest.param(spec, dt, v, mode, id=f"{spec.name}-{_dtype_name(dt)}-{v}-{mode}",
+                                            marks=_xfail_marks(spec, dt, v, mode)))
     return out
 
 
-def check_case(spec: OpSpec, dtype, variant: str):
+def check_case(spec: OpSpec, dtype, variant: str, mode: Optional[str] = None):
+    """Runs one case; the seed does not depend on the mode, so every mode sees the same inputs."""
     seed = _seed(spec.name, _dtype_name(dtype), variant)
     args = sample_inputs(spec, dtype, variant, seed)
     grad = spec.grad and dtype.is_floating_point
-    return check(spec.fn, args, grad=grad, scale=spec.tol_scale, grad_scale=spec.grad_tol_scale, seed=seed)
+    return check(spec.fn, args, grad=grad, scale=spec.tol_scale, grad_scale=spec.grad_tol_scale, seed=seed,
+                 mode=mode)

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import torch_tpu  # noqa: F401
+from op_harness import in_mode, modes
 
 
 def test_device_registered():
@@ -110,11 +111,23 @@ def test_data_ptr_aligned_and_storage_device():
     assert t.untyped_storage().device == torch.device("tpu:0")
 
 
-def test_lazy_clone_copy_on_write():
-    t = torch.arange(5.0).tpu()
-    c = torch._lazy_clone(t)  # needs "simple" DataPtrs and Allocator.copy_data
-    c.add_(1)
-    assert torch.equal(t.cpu(), torch.arange(5.0)) and torch.equal(c.cpu(), torch.arange(5.0) + 1)
+@pytest.mark.parametrize("mode", modes())
+def test_lazy_clone_copy_on_write(mode):
+    """In every mode: in fused mode the clone shared memory that the pending window had not
+    written yet, and read whatever it held (the window tracks storages, not memory). Fresh
+    random values, so that memory left by an earlier test cannot pass for the right ones."""
+    x, y = torch.rand(5), torch.rand(5)
+    with in_mode(mode):
+        t = x.tpu()
+        c = torch._lazy_clone(t)  # needs "simple" DataPtrs and Allocator.copy_data
+        c.add_(1)
+        assert torch.equal(t.cpu(), x) and torch.equal(c.cpu(), x + 1)
+        u = y.tpu() * 2  # pending in fused mode
+        d = torch._lazy_clone(u)
+        u.add_(1)  # the writer is the original this time; the clone keeps the old values
+        e = d * 3  # a read of the still-shared clone
+        assert torch.equal(u.cpu(), y * 2 + 1) and torch.equal(d.cpu(), y * 2)
+        assert torch.equal(e.cpu(), y * 2 * 3)
 
 
 def test_frees_from_other_threads():

@@ -9,6 +9,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import torch_tpu  # noqa: F401
+from op_harness import in_mode, modes
 
 DEV = "tpu"
 Precision = torch.tpu.Precision
@@ -28,9 +29,15 @@ def tols(dtype, prec):
     return dict(atol=1e-1, rtol=3e-2)  # DEFAULT: bf16 operands
 
 
-def compare(fn, inputs, dtype=F32, prec=Precision.HIGHEST, grad=True, view=None, seed=0):
-    """Runs fn on CPU (float32 reference for bf16 inputs) and on tpu; compares the outputs
-    and, with grad, the input gradients for one random output gradient."""
+def compare(fn, inputs, dtype=F32, prec=Precision.HIGHEST, grad=True, view=None, seed=0, mode=None):
+    """Runs fn on CPU (float32 reference for bf16 inputs) and on tpu (in eager `mode`, an
+    op_harness.MODES key; None: the caller's); compares the outputs and, with grad, the input
+    gradients for one random output gradient."""
+    with in_mode(mode):
+        return _compare(fn, inputs, dtype, prec, grad, view, seed)
+
+
+def _compare(fn, inputs, dtype, prec, grad, view, seed):
     view = view or (lambda t: t)
     cpu = [x.detach().to(F32 if dtype == BF16 else dtype).requires_grad_(grad) for x in inputs]
     dev = [x.detach().to(dtype).to(DEV).requires_grad_(grad) for x in inputs]
@@ -81,13 +88,14 @@ CONV = [
 ]
 
 
+@pytest.mark.parametrize("mode", modes())
 @pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
 @pytest.mark.parametrize("name,xs,ws,kw", CONV, ids=[c[0] for c in CONV])
-def test_conv_highest(name, xs, ws, kw, bias):
+def test_conv_highest(name, xs, ws, kw, bias, mode):
     gen = torch.Generator().manual_seed(hash(name) % 1000)
     fn = {3: F.conv1d, 4: F.conv2d, 5: F.conv3d}[len(xs)]
     inputs = [rand(xs, gen), rand(ws, gen)] + ([rand((ws[0],), gen)] if bias else [])
-    compare(lambda x, w, *b: fn(x, w, *b, **kw), inputs)
+    compare(lambda x, w, *b: fn(x, w, *b, **kw), inputs, mode=mode)
 
 
 @pytest.mark.parametrize("name,xs,ws,kw", CONV[::3], ids=[c[0] for c in CONV[::3]])
@@ -129,14 +137,15 @@ TRANSPOSED = [
 ]
 
 
+@pytest.mark.parametrize("mode", modes())
 @pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
 @pytest.mark.parametrize("name,xs,ws,kw", TRANSPOSED, ids=[c[0] for c in TRANSPOSED])
-def test_conv_transpose_highest(name, xs, ws, kw, bias):
+def test_conv_transpose_highest(name, xs, ws, kw, bias, mode):
     gen = torch.Generator().manual_seed(11)
     fn = {3: F.conv_transpose1d, 4: F.conv_transpose2d, 5: F.conv_transpose3d}[len(xs)]
     groups = kw.get("groups", 1)
     inputs = [rand(xs, gen), rand(ws, gen)] + ([rand((ws[1] * groups,), gen)] if bias else [])
-    compare(lambda x, w, *b: fn(x, w, *b, **kw), inputs)
+    compare(lambda x, w, *b: fn(x, w, *b, **kw), inputs, mode=mode)
 
 
 def test_conv_transpose_bf16():
@@ -253,14 +262,15 @@ POOL = [
 ]
 
 
+@pytest.mark.parametrize("mode", modes())
 @pytest.mark.parametrize("dtype", [F32, BF16], ids=["f32", "bf16"])
 @pytest.mark.parametrize("name,fn,xs", POOL, ids=[p[0] for p in POOL])
-def test_pool(name, fn, xs, dtype):
+def test_pool(name, fn, xs, dtype, mode):
     gen = torch.Generator().manual_seed(len(name))
     x = rand(xs, gen)
     if "max" in name:  # distinct values: the argmax is unique, so indices and grads are exact
         x = (torch.randperm(x.numel(), generator=gen).reshape(xs).to(torch.float64) / 8).to(F32)
-    compare(fn, [x], dtype=dtype)
+    compare(fn, [x], dtype=dtype, mode=mode)
 
 
 def test_pool_noncontiguous_and_empty_batch():

@@ -173,10 +173,10 @@ SCANS_SEARCH = [
 ALL_OPS = SCATTER_REDUCE + MISC + SPECIAL + ORDER + DIST + SCANS_SEARCH
 
 
-@pytest.mark.parametrize("spec,dtype,variant", cases(ALL_OPS))
-def test_op(spec, dtype, variant):
+@pytest.mark.parametrize("spec,dtype,variant,mode", cases(ALL_OPS))
+def test_op(spec, dtype, variant, mode):
     with torch.tpu.precision(torch.tpu.Precision.HIGHEST):  # addbmm, cdist: fp32-faithful products
-        check_case(spec, dtype, variant)
+        check_case(spec, dtype, variant, mode)
 
 
 def test_cdist_bf16_raises_like_cpu():

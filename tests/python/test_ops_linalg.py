@@ -11,7 +11,7 @@ import os
 import pytest
 import torch
 
-from op_harness import Input, check, make
+from op_harness import Input, check, make, modes
 
 precision = torch.tpu.precision
 Precision = torch.tpu.Precision
@@ -101,15 +101,17 @@ SQUARE_OPS = {
 }
 
 
+@pytest.mark.parametrize("mode", modes())
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("layout", ["contig", "noncontig"])
 @pytest.mark.parametrize("shape", list(SHAPES), ids=list(SHAPES))
 @pytest.mark.parametrize("name", list(SQUARE_OPS))
-def test_square(name, shape, layout, dtype):
+def test_square(name, shape, layout, dtype, mode):
     fn, kind = SQUARE_OPS[name]
     grad = name not in ("matrix_rank", "ldl_factor", "qr_r")  # no derivative (qr_r: CPU raises in backward)
     with precision(Precision.HIGHEST):
-        check(sign_free(fn), [inp(kind, SHAPES[shape], dtype, 1, layout == "noncontig")], grad=grad, scale=20)
+        check(sign_free(fn), [inp(kind, SHAPES[shape], dtype, 1, layout == "noncontig")], grad=grad, scale=20,
+              mode=mode)
 
 
 RECT_OPS = {
@@ -126,12 +128,13 @@ RECT_OPS = {
 }
 
 
+@pytest.mark.parametrize("mode", modes())
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("shape", [(5, 3), (2, 3, 5), (4, 0), (0, 4)], ids=str)
 @pytest.mark.parametrize("name", list(RECT_OPS))
-def test_rectangular(name, shape, dtype):
+def test_rectangular(name, shape, dtype, mode):
     with precision(Precision.HIGHEST):
-        check(sign_free(RECT_OPS[name]), [inp(general, shape, dtype, 2, False)], scale=20)
+        check(sign_free(RECT_OPS[name]), [inp(general, shape, dtype, 2, False)], scale=20, mode=mode)
 
 
 SOLVE_OPS = {
@@ -158,18 +161,19 @@ SOLVE_OPS = {
 }
 
 
+@pytest.mark.parametrize("mode", modes())
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("layout", ["contig", "noncontig"])
 @pytest.mark.parametrize("shape", list(SHAPES), ids=list(SHAPES))
 @pytest.mark.parametrize("name", list(SOLVE_OPS))
-def test_solve(name, shape, layout, dtype):
+def test_solve(name, shape, layout, dtype, mode):
     fn, kind, k = SOLVE_OPS[name]
     s = SHAPES[shape]
     a = inp(kind, s, dtype, 3, layout == "noncontig")
     gen = torch.Generator().manual_seed(4)
     b = Input(make(s[:-1] if k is None else s[:-1] + (k,), dtype, gen, -1, 1))
     with precision(Precision.HIGHEST):
-        check(fn, [a, b], scale=20)
+        check(fn, [a, b], scale=20, mode=mode)
 
 
 def test_solve_broadcasts_batch():

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from op_harness import BF16, F32, Input, OpSpec, cases, check, check_case, make, sample_inputs
+from op_harness import BF16, F32, Input, OpSpec, cases, check, check_case, make, modes, sample_inputs
 
 precision = torch.tpu.precision
 Precision = torch.tpu.Precision
@@ -44,10 +44,10 @@ OPS = [
 ]
 
 
-@pytest.mark.parametrize("spec,dtype,variant", cases(OPS))
-def test_highest(spec, dtype, variant):
+@pytest.mark.parametrize("spec,dtype,variant,mode", cases(OPS))
+def test_highest(spec, dtype, variant, mode):
     with precision(Precision.HIGHEST):
-        check_case(spec, dtype, variant)
+        check_case(spec, dtype, variant, mode)
 
 
 def _bf16_rounded(args, which):
@@ -99,8 +99,9 @@ def _out(a):
     ("baddbmm_", lambda b, x, y: b.clone().baddbmm_(x, y), ((2, 5, 3), (2, 5, 8), (2, 8, 3))),
     ("mv_out", lambda x, y: torch.mv(x, y, out=_out(x)), ((5, 8), (8,))),
 ])
-def test_inplace_and_out(name, fn, shapes):
+@pytest.mark.parametrize("mode", modes())
+def test_inplace_and_out(name, fn, shapes, mode):
     gen = torch.Generator().manual_seed(9)
     args = [Input(make(s, F32, gen)) for s in shapes]
     with precision(Precision.HIGHEST):
-        check(fn, args, grad=name.endswith("_"), scale=4)
+        check(fn, args, grad=name.endswith("_"), scale=4, mode=mode)

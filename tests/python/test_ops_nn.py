@@ -79,9 +79,9 @@ OPS = [
 ]
 
 
-@pytest.mark.parametrize("spec,dtype,variant", cases(OPS))
-def test_op(spec, dtype, variant):
-    check_case(spec, dtype, variant)
+@pytest.mark.parametrize("spec,dtype,variant,mode", cases(OPS))
+def test_op(spec, dtype, variant, mode):
+    check_case(spec, dtype, variant, mode)
 
 
 def test_mse_loss_broadcast_target_warns_and_matches():
@@ -291,13 +291,16 @@ def test_batch_norm_one_value_per_channel_and_saved_stats_dtype():
     """Training on one value per channel updates the running variance to NaN as CPU does (found
     by the fuzzer: the decomposition's n / (n - 1) raised ZeroDivisionError); the saved mean and
     invstd have CPU's dtype (bf16 for an all-bf16 call, float32 with float32 parameters)."""
-    x = torch.randn(1, 2)
+    x = torch.randn(1, 2, generator=torch.Generator().manual_seed(6))
     res = []
     for dev in ("cpu", "tpu"):
         rm, rv = torch.zeros(2, device=dev), torch.ones(2, device=dev)
         out = torch.native_batch_norm(x.to(dev), None, None, rm, rv, True, 0.5, 1e-5)
         res.append([o.cpu() for o in out] + [rm.cpu(), rv.cpu()])
-    for a, e in zip(res[1], res[0]):
+    # The output is (x - mean) * invstd = 0: tpu gives exactly 0, CPU's x - mean keeps an ulp
+    # of x, times invstd = 1/sqrt(eps) ~ 316 (up to ~3e-5 for |x| < 2; seed 6 gives 2.4e-5).
+    torch.testing.assert_close(res[1][0], res[0][0], atol=1e-4, rtol=0)
+    for a, e in zip(res[1][1:], res[0][1:]):
         torch.testing.assert_close(a, e, equal_nan=True)
     xb = torch.randn(4, 2).bfloat16()
     for params in ((None, None, None, None), (torch.ones(2), None, torch.zeros(2), torch.ones(2)),

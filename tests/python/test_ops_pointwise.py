@@ -4,7 +4,7 @@ in-place and out= forms for a representative subset."""
 import pytest
 import torch
 
-from op_harness import ALL, BF16, F32, FLOATS, INTS, NUMERIC, OpSpec, cases, check, check_case, Input, make
+from op_harness import ALL, BF16, F32, FLOATS, INTS, NUMERIC, OpSpec, cases, check, check_case, Input, make, modes
 
 BIN_SHAPES = ((3, 4), (3, 4))
 BIN_BCAST = ((2, 1, 4), (3, 4))
@@ -73,9 +73,9 @@ OPS = [
 ]
 
 
-@pytest.mark.parametrize("spec,dtype,variant", cases(OPS))
-def test_op(spec, dtype, variant):
-    check_case(spec, dtype, variant)
+@pytest.mark.parametrize("spec,dtype,variant,mode", cases(OPS))
+def test_op(spec, dtype, variant, mode):
+    check_case(spec, dtype, variant, mode)
 
 
 # --- in-place and out= forms ---------------------------------------------------------------
@@ -117,12 +117,13 @@ INPLACE = [
 ]
 
 
+@pytest.mark.parametrize("mode", modes())
 @pytest.mark.parametrize("name,fn,dtype", [pytest.param(n, f, d, id=f"{n}-{str(d)[6:]}")
                                            for n, f, ds in INPLACE for d in ds])
-def test_inplace_and_out(name, fn, dtype):
+def test_inplace_and_out(name, fn, dtype, mode):
     gen = torch.Generator().manual_seed(7)
     args = [Input(make((3, 4), dtype, gen)), Input(make((3, 4), dtype, gen))]
-    check(fn, args, grad=dtype.is_floating_point and "out" not in name)
+    check(fn, args, grad=dtype.is_floating_point and "out" not in name, mode=mode)
 
 
 def test_inplace_on_noncontiguous_self():

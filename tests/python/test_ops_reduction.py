@@ -58,9 +58,9 @@ OPS = [
 ]
 
 
-@pytest.mark.parametrize("spec,dtype,variant", cases(OPS))
-def test_op(spec, dtype, variant):
-    check_case(spec, dtype, variant)
+@pytest.mark.parametrize("spec,dtype,variant,mode", cases(OPS))
+def test_op(spec, dtype, variant, mode):
+    check_case(spec, dtype, variant, mode)
 
 
 def _out(a, dtype=None):

@@ -181,11 +181,11 @@ SDPA_OPS = [
 ALL_OPS = SHAPE_OPS + MASK_OPS + INDEX_OPS + ORDER_OPS + NORM_OPS + SDPA_OPS
 
 
-@pytest.mark.parametrize("spec,dtype,variant", cases(ALL_OPS))
-def test_op(spec, dtype, variant):
+@pytest.mark.parametrize("spec,dtype,variant,mode", cases(ALL_OPS))
+def test_op(spec, dtype, variant, mode):
     torch_tpu._C._reset_fallback_counts()
     with torch_tpu.precision(torch_tpu.Precision.HIGHEST):  # sdpa's matmuls, forward and backward
-        check_case(spec, dtype, variant)  # where CPU raises, tpu must raise too
+        check_case(spec, dtype, variant, mode)  # where CPU raises, tpu must raise too
     assert torch_tpu.metrics()["fallbacks"] == {}
 
 

@@ -3,6 +3,7 @@
 // without a lowering (NotImplementedError, or a counted CPU fallback when enabled).
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/CPUFallback.h>
+#include <ATen/ops/_lazy_clone_native.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/unfold_native.h>
@@ -105,6 +106,14 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   return dst;
 }
 
+// Copy-on-write clone: the clone shares self's memory, so the fused window's pending writes
+// to self are queued first (the window tracks storages, not memory; a write to either side
+// later materializes a private copy, queued after them).
+at::Tensor lazy_clone(const at::Tensor& self) {
+  runtime::stream::flush_deferred(self.device().index());
+  return at::native::_lazy_clone(self);
+}
+
 at::Scalar local_scalar_dense(const at::Tensor& self) {
   return transfer::read_scalar(self);
 }
@@ -141,6 +150,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", copy_from);
   m.impl("_copy_from_and_resize", copy_from_and_resize);
   m.impl("_local_scalar_dense", local_scalar_dense);
+  m.impl("_lazy_clone", lazy_clone);
   m.impl("record_stream", record_stream);
   m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
 }
