@@ -27,6 +27,7 @@ OPS = [
     binary("div", torch.div, NO_BOOL, nonzero=(1,)),
     binary("div_trunc", lambda a, b: torch.div(a, b, rounding_mode="trunc"), NO_BOOL, grad=False, nonzero=(1,)),
     binary("div_floor", lambda a, b: torch.div(a, b, rounding_mode="floor"), NO_BOOL, grad=False, nonzero=(1,)),
+    binary("floor_divide", torch.floor_divide, NO_BOOL, grad=False, nonzero=(1,)),
     binary("remainder", torch.remainder, NO_BOOL, nonzero=(1,)),
     binary("fmod", torch.fmod, NO_BOOL, nonzero=(1,)),
     binary("pow", torch.pow, FLOATS, domains={0: (0.5, 2.0), 1: (-2.0, 2.0)}, tol_scale=4),
@@ -89,6 +90,7 @@ INPLACE = [
     ("mul_", lambda a, b: a.clone().mul_(b), ALL),
     ("div_", lambda a, b: a.clone().div_(b.abs() + 1), FLOATS),
     ("div_floor_", lambda a, b: a.clone().div_(b.abs() + 1, rounding_mode="floor"), SIGNED),
+    ("floor_divide_", lambda a, b: a.detach().clone().floor_divide_(b.detach().abs() + 1), SIGNED),  # no derivative
     ("remainder_", lambda a, b: a.clone().remainder_(b.abs() + 1), SIGNED),
     ("fmod_", lambda a, b: a.clone().fmod_(b.abs() + 1), SIGNED),
     ("pow_", lambda a, b: a.clone().abs().pow_(2), NO_BOOL),
@@ -111,6 +113,7 @@ INPLACE = [
     ("where_out", lambda a, b: torch.where(a > b, a, b, out=_out(a)), NO_BOOL),
     ("gt_out", lambda a, b: torch.gt(a, b, out=_out(a, torch.bool)), NO_BOOL),
     ("logical_or_out", lambda a, b: torch.logical_or(a, b, out=_out(a, torch.bool)), ALL),
+    ("floor_divide_out", lambda a, b: torch.floor_divide(a, b.abs() + 1, out=_out(a)), SIGNED),
     ("remainder_out", lambda a, b: torch.remainder(a, b.abs() + 1, out=_out(a)), SIGNED),
     ("addcmul_out", lambda a, b: torch.addcmul(a, a, b, out=_out(a)), FLOATS),
     ("lerp_out", lambda a, b: torch.lerp(a, b, 0.5, out=_out(a)), FLOATS),
@@ -196,3 +199,24 @@ def test_lerp_takes_a_zero_dim_weight_of_any_dtype():
     s, e = torch.randn(3).bfloat16(), torch.randn(3).bfloat16()
     for w in (torch.tensor(1, dtype=torch.int32), torch.tensor(0.25)):
         torch.testing.assert_close(torch.lerp(s.to("tpu"), e.to("tpu"), w.to("tpu")).cpu(), torch.lerp(s, e, w))
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8, F32, BF16])
+@pytest.mark.parametrize("invert", [False, True])
+def test_isin_matches_cpu(dtype, invert):
+    """torch.isin (csrc/lowering/from_aten/binary_extra.cpp; HF generate's stop-token check):
+    tensor/tensor, 0-dim, scalar on either side, empty and non-contiguous sets, NaN, mixed dtypes."""
+    gen = torch.Generator().manual_seed(5)
+    e = torch.randint(0, 10, (4, 5), generator=gen).to(dtype)
+    t = torch.randint(0, 10, (3, 2), generator=gen).to(dtype)
+    if dtype.is_floating_point:
+        e[0, 0], t[0, 0] = float("nan"), float("nan")
+    kw = {"invert": invert}
+    check(lambda x, y: torch.isin(x, y, **kw), [Input(e), Input(t)], grad=False)
+    check(lambda x, y: torch.isin(x, y, **kw), [Input(e), Input(t[1, 1].clone())], grad=False)
+    # (a non-contiguous test set makes CPU raise: its kernel .view()s it)
+    check(lambda x, y: torch.isin(x, y, **kw), [Input(e, lambda b: b[:, ::2].t()), Input(t)], grad=False)
+    check(lambda x, y: torch.isin(x, y, **kw), [Input(e), Input(t[:0])], grad=False)
+    check(lambda x: torch.isin(x, 3, **kw), [Input(e)], grad=False)
+    check(lambda y: torch.isin(3, y, **kw), [Input(t)], grad=False)
+    check(lambda x, y: torch.isin(x, y, **kw), [Input(e), Input(t.to(torch.float32) + 0.5)], grad=False)

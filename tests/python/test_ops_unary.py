@@ -49,6 +49,23 @@ OPS = [
     unary("fill_tensor", lambda x: x.clone().fill_(torch.tensor(3, device=x.device)), ALL, grad=False),
     unary("zero_", lambda x: x.clone().zero_(), ALL),
     unary("chain", lambda x: torch.tanh(torch.exp(x * 0.3) - 1).sigmoid(), FLOATS, tol_scale=4),
+    # csrc/lowering/from_aten/activation.cpp (structured .out ops: Python decompositions before)
+    unary("softplus", F.softplus, FLOATS, tol_scale=2),
+    unary("softplus_beta_threshold", lambda x: F.softplus(x, beta=2.0, threshold=3.0), FLOATS, domain=(-4.0, 4.0),
+          tol_scale=2),
+    unary("logsigmoid", F.logsigmoid, FLOATS, domain=(-20.0, 20.0), tol_scale=2),
+    unary("glu", F.glu, FLOATS, shapes=((3, 4),), variants=("contig", "noncontig", "empty"), tol_scale=2),
+    unary("glu_dim0", lambda x: F.glu(x, 0), FLOATS, shapes=((4, 3),), variants=("contig", "noncontig"), tol_scale=2),
+    unary("mish", F.mish, FLOATS, domain=(-6.0, 25.0), tol_scale=4),
+    unary("leaky_relu", lambda x: F.leaky_relu(x, 0.2), FLOATS),
+    unary("elu", F.elu, FLOATS, tol_scale=2),
+    unary("celu", lambda x: F.celu(x, 1.5), FLOATS, tol_scale=2),
+    unary("selu", F.selu, FLOATS, tol_scale=2),
+    unary("hardtanh", lambda x: F.hardtanh(x, -1.5, 2.0), FLOATS),
+    unary("hardtanh_int", lambda x: F.hardtanh(x, -1.0, 2.0), INTS),
+    unary("relu6", F.relu6, FLOATS, domain=(-3.0, 8.0)),
+    unary("hardswish", F.hardswish, FLOATS, domain=(-5.0, 5.0)),
+    unary("hardsigmoid", F.hardsigmoid, FLOATS, domain=(-5.0, 5.0)),
 ]
 
 
@@ -78,6 +95,14 @@ INPLACE = [
     ("sign_out", lambda a: torch.sign(a, out=_out(a)), NUMERIC),
     ("round_out", lambda a: torch.round(a, out=_out(a)), FLOATS),
     ("log2_out", lambda a: torch.log2(a.abs() + 1, out=_out(a)), FLOATS),
+    ("leaky_relu_", lambda a: F.leaky_relu(a.clone(), 0.1, inplace=True), FLOATS),
+    ("elu_", lambda a: F.elu(a.clone(), inplace=True), FLOATS),
+    ("relu6_", lambda a: F.relu6(a.clone(), inplace=True), FLOATS),
+    ("hardswish_", lambda a: F.hardswish(a.clone(), inplace=True), FLOATS),
+    ("hardsigmoid_", lambda a: F.hardsigmoid(a.clone(), inplace=True), FLOATS),
+    ("mish_", lambda a: F.mish(a.clone(), inplace=True), FLOATS),
+    ("softplus_out", lambda a: torch._C._nn.softplus(a, out=_out(a)), FLOATS),
+    ("glu_out", lambda a: torch._C._nn.glu(a, -1, out=_out(a)), FLOATS),
 ]
 
 

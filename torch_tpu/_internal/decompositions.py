@@ -162,13 +162,6 @@ def install():
 
 def _fixes():
     """PyTorch decompositions that need a change for tpu inputs, and small ops it has none for."""
-    from torch._refs import native_group_norm
-
-    def group_norm(input, *args):
-        # The ref keeps a channels-last input's layout on "cpu" and PrivateUse1 and then
-        # views its contiguous result as the input's shape, which fails for such inputs.
-        return native_group_norm(input.contiguous(), *args)
-
     def efficient_zero_tensor(size, dtype=None, layout=None, device=None, pin_memory=None):
         # CUDA returns a ZeroTensor (a dispatch-key marked zero); real zeros mean the same.
         return torch.zeros(size, dtype=dtype, device=device)
@@ -181,11 +174,6 @@ def _fixes():
         norms = rows.norm(p=norm_type, dim=1, keepdim=True)
         scale = torch.where(norms > max_norm, max_norm / (norms + 1e-7), torch.ones_like(norms))
         return weight.index_copy_(0, idx, rows * scale)
-
-    def weight_norm_interface_backward(grad_w, saved_v, saved_g, saved_norms, dim):
-        # CPU and CUDA have fused kernels; PyTorch's composite differentiable backward computes
-        # the same (grad_v, grad_g) for the dims _weight_norm uses (first or last).
-        return torch.ops.aten._weight_norm_differentiable_backward(grad_w, saved_v, saved_g, saved_norms, dim)
 
     def amp_non_finite_check_and_unscale_(tensors, found_inf, inv_scale):
         # GradScaler.unscale_: found_inf = 1 when any value is inf/nan; every tensor *= inv_scale.
@@ -218,49 +206,6 @@ def _fixes():
     aten = torch.ops.aten
     from torch._decomp import decomposition_table as table
 
-    def bn_stats_dtype(input, *params):
-        """CPU's dtype of the saved statistics: float32 for a bf16/f16 input with float32
-        parameters ("mixed type"), else the input's (the decomposition computes in float32)."""
-        mixed = input.dtype in (torch.bfloat16, torch.float16) and any(
-            p is not None and p.dtype == torch.float32 for p in params)
-        return torch.float32 if mixed else input.dtype
-
-    def train_one_value(decomp, input, weight, bias, running_mean, running_var, momentum, eps):
-        """Training with one value per channel: the decomposition's Python n / (n - 1) raises
-        ZeroDivisionError; CPU updates the running variance with 0 / 0 = NaN."""
-        out, mean, rstd = decomp(input, weight, bias, None, None, True, momentum, eps)
-        with torch.no_grad():
-            if running_mean is not None:
-                running_mean.mul_(1 - momentum).add_(mean.to(running_mean.dtype), alpha=momentum)
-            if running_var is not None:
-                running_var.fill_(float("nan"))
-        return out, mean, rstd
-
-    def check_bn(input, training, *params):
-        if training and input.numel() == 0:
-            raise RuntimeError(f"[aten::native_batch_norm] input tensor must have at least one element, "
-                               f"but got input_sizes = {list(input.shape)}")
-        for p in params:
-            if p is not None and p.dim() != 1:
-                raise RuntimeError(f"[aten::native_batch_norm] weight, bias and running statistics must be 1-D; "
-                                   f"got shape {list(p.shape)}")
-
-    def cpu_like_bn(decomp):
-        def bn(input, weight, bias, running_mean, running_var, training, momentum, eps):
-            check_bn(input, training, weight, bias, running_mean, running_var)
-            n = input.numel() // input.shape[1] if input.dim() > 1 else input.numel()
-            if training and n == 1 and (running_mean is not None or running_var is not None):
-                out, mean, rstd = train_one_value(decomp, input, weight, bias, running_mean, running_var, momentum, eps)
-            else:
-                out, mean, rstd = decomp(input, weight, bias, running_mean, running_var, training, momentum, eps)
-            if not training:  # CPU and CUDA return empty saved statistics in eval mode
-                mean, rstd = input.new_empty(0), input.new_empty(0)
-            dt = bn_stats_dtype(input, weight, bias, running_mean, running_var)
-            return out, mean.to(dt), rstd.to(dt)
-
-        return bn
-
-
     def geometric(self, p, generator=None):
         # PyTorch's ref draws rand_like(self): all zeros for an integer self (always 1 then),
         # and 1.0 often enough in bf16 to give inf. Draw in f32 (f64 for f64) and convert.
@@ -291,18 +236,6 @@ def _fixes():
 
         return linspace
 
-    def stats_dtype_like_cpu(decomp, n_params):
-        def fn(input, *args):
-            # _batch_norm_with_update always trains; _native_batch_norm_legit.no_stats has `training` after weight, bias
-            check_bn(input, n_params == 4 or bool(args[2]), *[a for a in args[:n_params] if isinstance(a, torch.Tensor)])
-            res = list(decomp(input, *args))
-            dt = bn_stats_dtype(input, *[a for a in args[:n_params] if isinstance(a, torch.Tensor)])
-            res[1], res[2] = res[1].to(dt), res[2].to(dt)
-            return tuple(res)
-        return fn
-
-    bn = cpu_like_bn(table[aten.native_batch_norm.default])
-    legit = cpu_like_bn(table[aten._native_batch_norm_legit.default])
     linspaces = {}
     for name in ("default",):  # the Tensor overloads keep the ref (their int64 tie-breaks still differ)
         fn = table.get(getattr(aten.linspace, name))
@@ -311,15 +244,9 @@ def _fixes():
             out = getattr(aten.linspace, "out" if name == "default" else name + "_out", None)
             if out is not None:
                 linspaces[out] = int_linspace(fn)
-    return {**linspaces, aten.native_batch_norm.default: bn, aten.native_batch_norm.out: bn,
-            aten._native_batch_norm_legit.default: legit, aten._native_batch_norm_legit.out: legit,
-            aten._native_batch_norm_legit.no_stats_out: stats_dtype_like_cpu(table[aten._native_batch_norm_legit.no_stats], 2),
-            aten._native_batch_norm_legit.no_stats: stats_dtype_like_cpu(table[aten._native_batch_norm_legit.no_stats], 2),
-            aten._batch_norm_with_update.default: stats_dtype_like_cpu(table[aten._batch_norm_with_update.default], 4),
-            aten.native_group_norm.default: group_norm, aten.geometric.default: geometric,
+    return {**linspaces, aten.geometric.default: geometric,
             aten.geometric_.default: geometric_, aten._efficientzerotensor.default: efficient_zero_tensor,
             aten.embedding_renorm_.default: embedding_renorm_,
-            aten._weight_norm_interface_backward.default: weight_norm_interface_backward,
             aten._amp_foreach_non_finite_check_and_unscale_.default: amp_non_finite_check_and_unscale_,
             aten._amp_update_scale_.default: amp_update_scale_,
             aten.randperm.generator_out: randperm_out}

@@ -1,5 +1,8 @@
 """python -m torch_tpu.bench NAME [args...] [--no-progress]
 
+`python -m torch_tpu.bench all [--quick] [--out DIR]` runs the benchmarks that compare with
+PyTorch CPU and writes one table and bar chart (torch_tpu/bench/all.py).
+
 Long benchmarks draw a tqdm bar on stderr when it is a terminal; --no-progress (or
 TORCH_TPU_PROGRESS=0) turns it off."""
 import importlib
@@ -26,7 +29,8 @@ def main(argv=None):
     if name not in _names():
         print(f"[bench] unknown benchmark {name!r}; expected one of: {', '.join(_names())}", file=sys.stderr)
         return 2
-    return importlib.import_module(f"torch_tpu.bench.{name}").main(argv) or 0
+    rc = importlib.import_module(f"torch_tpu.bench.{name}").main(argv)
+    return rc if isinstance(rc, int) else 0  # a benchmark returns its rows (torch_tpu.bench._report.Row)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ import torch
 
 import torch_tpu
 from torch_tpu._internal import progress
+from torch_tpu.bench._report import Row
 from torch_tpu.bench.gpt import setup as _gpt_setup_n
 
 
@@ -176,12 +177,14 @@ def main(argv=None):
 
     prev_prec = torch_tpu.get_matmul_precision()
     torch_tpu.set_matmul_precision("default")
+    rows = []
     try:
         print(f"threads: torch {torch.get_num_threads()}; best of {args.rounds} rounds x {args.steps} steps "
               f"after {args.warmup} warm-up; tpu at DEFAULT precision, CPU fp32")
         gpt, cfg, model, batches = _gpt_setup(args.batch)
         sides = {k: _make(k, lambda dev, be, fu: _GptSide(gpt, model, dev, batches, be, fu)) for k, _ in _SIDES}
         best = _race(sides, args.warmup, args.steps, args.rounds)
+        rows += _rows(f"GPT train step (batch {args.batch})", best)
         _table(f"GPT train step ({cfg.layers} layers, width {cfg.width}, ctx {cfg.ctx}, batch {args.batch}):", best,
                ("last loss", lambda k: f"{sides[k].last_loss.item():.4f}"))
         if not args.no_resnet:
@@ -192,6 +195,7 @@ def main(argv=None):
             x = torch.randn(8, 3, 112, 112)
             rs = {k: _make(k, lambda dev, be, fu: _ResnetSide(net, dev, x, be, fu)) for k, _ in _SIDES}
             best_r = _race(rs, 1, max(2, args.steps // 2), args.rounds)
+            rows += _rows("ResNet-18 inference (batch 8)", best_r)
             ref = rs["cpu_eager"].last.float()
             _table("ResNet-18 inference (batch 8, 3x112x112):", best_r,
                    ("max |diff|", lambda k: f"{(rs[k].last.cpu().float() - ref).abs().max().item():.2e}"))
@@ -202,9 +206,17 @@ def main(argv=None):
             print(f"  tpu backend: {ours['first']:.2f} s (next step {ours['second'] * 1e3:.0f} ms)")
             print(f"  Inductor CPU: {theirs['first']:.2f} s (next step {theirs['second'] * 1e3:.0f} ms)")
             print(f"  ratio ours/Inductor: {ours['first'] / theirs['first']:.2f}x")
+            rows.append(Row("compile", "GPT cold first compiled step vs Inductor", ours["first"], theirs["first"], unit="s"))
             print("First call in a second fresh process, on-disk caches warm:")
             print(f"  tpu backend: {ours_warm['first']:.2f} s; Inductor CPU: {theirs_warm['first']:.2f} s; "
                   f"ratio {ours_warm['first'] / theirs_warm['first']:.2f}x")
     finally:
         torch_tpu.set_matmul_precision(prev_prec)
-    return 0
+    return rows
+
+
+def _rows(what, best):
+    """Our compiled step vs Inductor's, our fused eager step vs PyTorch CPU eager."""
+    return [Row("compile", f"{what}, torch.compile vs Inductor", best["tpu_compiled"] * 1e3, best["cpu_inductor"] * 1e3,
+                goal=1.0),
+            Row("compile", f"{what}, fused eager vs CPU eager", best["tpu_fused"] * 1e3, best["cpu_eager"] * 1e3, goal=1.0)]

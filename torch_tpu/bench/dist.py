@@ -21,6 +21,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from torch_tpu.bench._report import Row
+
 _KIB = 1024
 
 
@@ -148,4 +150,7 @@ def main(argv=None):
     print(f"  single process           {single * 1e3:8.1f}")
     print(f"  DDP, {args.world} ranks             {t_ddp * 1e3:8.1f}")
     print(f"  DDP inside no_sync()     {t_nosync * 1e3:8.1f}   (gradient sync: {(t_ddp - t_nosync) * 1e3:.1f} ms/step)")
-    return 0
+    n = sizes[-1]
+    return [Row("dist", f"all_reduce {_fmt_size(n)}, {args.world} processes: tpu_dist vs gloo on CPU tensors",
+                n * factor / best["tpu_dist", n] / 1e9, n * factor / best["gloo cpu", n] / 1e9, unit="GB/s",
+                higher_is_better=True)]

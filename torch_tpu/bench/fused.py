@@ -1,6 +1,7 @@
 """Strict vs fused eager on a transformer block (forward+backward) and memory-bound chains:
-`python -m torch_tpu.bench fused [--steps N]`. Prints both times, the ratio, and the compile
-cache hit rate of a training loop after warm-up."""
+`python -m torch_tpu.bench fused [--iters N]`. Prints both times, the ratio, the compile
+cache hit rate of a training loop after warm-up, and PyTorch CPU eager on the same case (same
+seed) next to the fused time."""
 import argparse
 import time
 
@@ -10,6 +11,7 @@ import torch.nn.functional as F
 
 import torch_tpu
 from torch_tpu import EagerMode
+from torch_tpu.bench._report import Row
 
 
 class Block(nn.Module):
@@ -32,14 +34,14 @@ class Block(nn.Module):
         return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
 
 
-def _time(step, iters):
+def _time(step, iters, sync=torch.tpu.synchronize):
     for _ in range(3):
         step()
-    torch.tpu.synchronize()
+    sync()
     t0 = time.perf_counter()
     for _ in range(iters):
         step()
-    torch.tpu.synchronize()
+    sync()
     return (time.perf_counter() - t0) / iters * 1e3
 
 
@@ -56,31 +58,39 @@ def _both(step, iters):
     return strict, fused, (hits / reqs if reqs else 1.0)
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m torch_tpu.bench fused")
-    ap.add_argument("--iters", type=int, default=10)
-    args = ap.parse_args(argv)
+def _cases(dev):
+    """The cases on `dev`, from the same seed on every device."""
     torch.manual_seed(0)
-    block = Block().to("tpu")
-    x = torch.randn(8, 128, 128, device="tpu")
+    block = Block().to(dev)
+    x = torch.randn(8, 128, 128).to(dev)
 
     def block_step():
         block.zero_grad(set_to_none=True)
         block(x).square().mean().backward()
         block.fc1.weight.grad.sum().item()  # a sync point per step, as a training loop has
 
-    h = torch.randn(1024, 512, device="tpu")
-    w1, w2 = torch.randn(512, 512, device="tpu") * 0.02, torch.randn(512, 512, device="tpu") * 0.02
-    ln = nn.LayerNorm(512).to("tpu")
+    h = torch.randn(1024, 512).to(dev)
+    w1, w2 = (torch.randn(512, 512) * 0.02).to(dev), (torch.randn(512, 512) * 0.02).to(dev)
+    ln = nn.LayerNorm(512).to(dev)
 
-    cases = {
+    return {
         "transformer block fwd+bwd (b8 t128 d128)": block_step,
         "GELU MLP chain [1024x512]": lambda: (F.gelu(h @ w1) @ w2).add(h).sum().item(),
         "LayerNorm [1024x512]": lambda: ln(h * 2 + 1).sum().item(),
         "softmax chain [1024x512]": lambda: (h * 0.5).softmax(-1).mul(h).sum().item(),
     }
-    print(f"{'case':<44} {'strict ms':>10} {'fused ms':>10} {'speedup':>8} {'cache hit':>10}")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m torch_tpu.bench fused")
+    ap.add_argument("--iters", type=int, default=10)
+    args = ap.parse_args(argv)
+    cases, cpu_cases = _cases("tpu"), _cases("cpu")
+    print(f"{'case':<44} {'strict ms':>10} {'fused ms':>10} {'speedup':>8} {'cache hit':>10} {'cpu ms':>8} {'cpu/fused':>9}")
+    rows = []
     for name, fn in cases.items():
         s, f, hit = _both(fn, args.iters)
-        print(f"{name:<44} {s:10.2f} {f:10.2f} {s / f:8.2f} {hit:10.0%}")
-    return 0
+        c = _time(cpu_cases[name], args.iters, sync=lambda: None)
+        print(f"{name:<44} {s:10.2f} {f:10.2f} {s / f:8.2f} {hit:10.0%} {c:8.2f} {c / f:9.2f}")
+        rows.append(Row("fused", f"{name}, fused eager", f, c, note=f"strict eager {s:.2f} ms"))
+    return rows

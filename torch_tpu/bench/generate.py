@@ -12,6 +12,7 @@ import torch
 
 import torch_tpu  # noqa: F401
 from torch_tpu._internal import compile as tpu_compile
+from torch_tpu.bench._report import Row
 
 
 def _model(kind, width, layers):
@@ -65,4 +66,6 @@ def main(argv=None):
     print(f"{'tpu compiled (static cache)':<34} {static_rate:9.1f} {static_rate / cpu_rate:7.2f}")
     print(f"captures per timed generate: {captures / 3:.1f} (0 = no recompile per token); "
           f"tokens equal CPU: eager {torch.equal(eager_out, cpu_out)}, static {torch.equal(static_out, cpu_out)}")
-    return 0
+    what = f"{args.model} greedy decode, {args.tokens} tokens"
+    return [Row("generate", f"{what}, strict eager (dynamic cache)", eager_rate, cpu_rate, unit="tokens/s", higher_is_better=True),
+            Row("generate", f"{what}, compiled (static cache)", static_rate, cpu_rate, unit="tokens/s", higher_is_better=True)]

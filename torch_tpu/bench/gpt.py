@@ -21,6 +21,7 @@ import torch
 
 import torch_tpu
 from torch_tpu._internal import progress
+from torch_tpu.bench._report import Row
 
 _EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "gpt.py"
 
@@ -105,4 +106,4 @@ def main(argv=None):
         print(f"{label:<34} {best[k] * 1e3:10.1f} {tokens / best[k]:10.0f} {s.last_loss.item():10.4f}")
     ratio = best["tpu"] / best["cpu"]
     print(f"ratio tpu/cpu step time: {ratio:.2f}x ({'tpu slower' if ratio > 1 else 'tpu faster'})")
-    return 0
+    return [Row("gpt", f"GPT train step (batch {args.batch}), strict eager", best["tpu"] * 1e3, best["cpu"] * 1e3, goal=1.0)]

@@ -8,7 +8,7 @@ componentwise relative error max |C - C64| / (|A| @ |B|) of each against float64
 
 Threads: both sides use their defaults (printed). For a same-thread comparison run with
 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 (read at start by PyTorch and by our runtime).
-Writes a bar chart (matplotlib if importable, else a text-free PNG of our own).
+Writes a bar chart (matplotlib).
 """
 import argparse
 import math
@@ -20,6 +20,7 @@ import torch
 import torch_tpu
 from torch_tpu import Precision
 from torch_tpu._internal import progress
+from torch_tpu.bench._report import Row
 
 # name: (batch or None, M, K, N)
 SHAPES = {
@@ -92,17 +93,11 @@ def _bench_shape(shape, rounds, budget):
 
 
 def _plot(path, names, table):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     groups = [[table[nm][0][v] for v in VARIANTS] for nm in names]
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        from torch_tpu.bench._png import COLORS, bar_chart
-        bar_chart(path, groups)
-        legend = ", ".join(f"{v}=rgb{COLORS[i]}" for i, v in enumerate(VARIANTS))
-        print(f"plot: {path} (matplotlib missing: bars only, grid every 50 GFLOP/s; groups {', '.join(names)}; {legend})")
-        return
     fig, ax = plt.subplots(figsize=(10, 4))
     w = 0.8 / len(VARIANTS)
     for i, v in enumerate(VARIANTS):
@@ -111,6 +106,7 @@ def _plot(path, names, table):
     ax.set_ylabel("GFLOP/s")
     ax.legend()
     fig.savefig(path, dpi=100, bbox_inches="tight")
+    plt.close(fig)
     print(f"plot: {path}")
 
 
@@ -140,4 +136,5 @@ def main(argv=None):
     if args.out:
         os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
         _plot(args.out, names, table)
-    return 0
+    return [Row("matmul", f"{nm} f32 GFLOP/s, DEFAULT precision", table[nm][0]["tpu DEFAULT"], table[nm][0]["torch fp32"],
+                unit="GFLOP/s", higher_is_better=True) for nm in names]

@@ -15,6 +15,7 @@ import torch
 
 import torch_tpu
 from torch_tpu._internal import progress
+from torch_tpu.bench._report import Row
 from torch_tpu.bench.gpt import setup
 
 
@@ -61,4 +62,4 @@ def main(argv=None):
         worst = max(worst, ratio)
         print(f"{mode:<10} {r10 / mib:10.1f}Mi {rend / mib:11.1f}Mi {ratio:6.2f}x {peak / mib:9.1f}Mi {loss:8.4f}")
     print(f"worst ratio reserved@{args.steps} / reserved@10: {worst:.2f}x (goal <= 1.10x)")
-    return 0
+    return [Row("memory", f"GPT reserved memory, step {args.steps} / step 10 (worst mode)", worst, unit="x", goal=1.10)]

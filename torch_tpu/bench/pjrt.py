@@ -19,6 +19,7 @@ import time
 import torch
 
 import torch_tpu
+from torch_tpu.bench._report import Row
 from torch_tpu.bench.dispatch import CASES, _time
 
 
@@ -104,4 +105,4 @@ def main(argv=None):
           f"pjrt/CPU eager {p / cpu_step:.2f}x")
     print(f"  cold first step (capture + compile): host {res['host']['gpt_cold_s']:.2f} s, pjrt {res['pjrt']['gpt_cold_s']:.2f} s")
     print(f"  last loss: host {res['host']['gpt_loss']:.4f}, pjrt {res['pjrt']['gpt_loss']:.4f}")
-    return 0
+    return [Row("pjrt", "GPT train step, torch.compile on the pjrt runtime vs CPU eager", p, cpu_step)]

@@ -208,6 +208,10 @@ class Partitioner {
       return;
     }
     if (has_trait(n.op, kFusedGather)) {
+      // A gather of a pending gather (a broadcast of a broadcast, as fused windows make): the
+      // inner one gets its cluster now, as it would at the end (a gather reads memory), so the
+      // edge to whoever absorbs this one exists before the cycle checks need it.
+      if (role_[n.operands[0]] == Role::kPending) materialize(n.operands[0]);
       role_[v] = Role::kPending;
       return;
     }

@@ -1,5 +1,5 @@
 // Binary and predicate ops beyond pointwise.cpp: gcd, bit shifts, fmax/fmin (NaN-ignoring),
-// signbit, angle, and torch.equal (a host bool: one device reduction, then a sync).
+// signbit, angle, isin, and torch.equal (a host bool: one device reduction, then a sync).
 #include <cmath>
 
 #include "lowering/from_aten/common.h"
@@ -51,6 +51,31 @@ std::vector<Value> angle(Lower& L, Args a) {
   return one(L.g.convert(where(L, isnan(L, x), x, r), dt));
 }
 
+// isin(elements, test_elements, *, assume_unique, invert) (Tensor/Scalar forms): each element
+// compared with every test element (flattened), any over them; the compare and the reduction
+// fuse, so no N x M buffer is written (O(N * M) compares: generate's stop-token checks and other
+// small test sets; PyTorch CPU sorts for large ones). NaN is in no set, as on CPU.
+std::vector<Value> isin(Lower& L, Args a) {
+  for (int i : {0, 1})
+    TORCH_CHECK(!a[i].isTensor() || a[i].toTensor().scalar_type() != at::kBool, "[", L.op(),
+                "] Unsupported input type encountered for isin(): Bool");
+  DType dt = to_ir(result_type(a[0], a[1]), L.op());
+  bool invert = a[3].toBool();
+  Value e = operand(L, a[0], dt), t = operand(L, a[1], dt);
+  ir::Shape es = L.g.shape(e);
+  int64_t m = 1;
+  for (int64_t d : L.g.shape(t)) m *= d;
+  if (m == 0) return one(L.g.constant(invert ? 1 : 0, DType::Bool, es));
+  ir::Shape full = es;
+  full.push_back(m);
+  std::vector<int64_t> lead(es.size());
+  for (size_t i = 0; i < es.size(); ++i) lead[i] = static_cast<int64_t>(i);
+  int64_t r = static_cast<int64_t>(es.size());
+  Value hit = L.g.compare(Cmp::EQ, L.g.broadcast(e, full, lead), L.g.broadcast(L.g.reshape(t, {m}), full, {r}));
+  hit = L.g.reduce(hit, ir::Reducer::Or, {r});
+  return one(invert ? L.g.unary(OpCode::Not, hit) : hit);
+}
+
 bool equal(const at::Tensor& a, const at::Tensor& b) {
   if (a.sizes() != b.sizes()) return false;
   return at::eq(a, b).all().item<bool>();
@@ -77,6 +102,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
       {"fmin", fmaxmin<OpCode::Min>}, {"fmin.out", fmaxmin<OpCode::Min>},
       {"signbit", signbit}, {"signbit.out", signbit},
       {"angle", angle}, {"angle.out", angle},
+      {"isin.Tensor_Tensor", isin}, {"isin.Tensor_Tensor_out", isin}, {"isin.Tensor_Scalar", isin},
+      {"isin.Tensor_Scalar_out", isin}, {"isin.Scalar_Tensor", isin}, {"isin.Scalar_Tensor_out", isin},
   });
   m.impl("equal", equal);
 }

@@ -9,6 +9,8 @@ using ir::OpCode;
 
 // True for a defined tensor (optional tensors may arrive as None or as undefined tensors).
 inline bool has_tensor(const c10::IValue& v) { return v.isTensor() && v.toTensor().defined(); }
+// An optional tensor argument; undefined when absent.
+inline at::Tensor opt_tensor(const c10::IValue& v) { return has_tensor(v) ? v.toTensor() : at::Tensor(); }
 // ATen's result_type for two Tensor-or-Scalar arguments.
 at::ScalarType result_type(const c10::IValue& a, const c10::IValue& b);
 at::ScalarType result_type(const c10::IValue& a, const c10::IValue& b, const c10::IValue& c);

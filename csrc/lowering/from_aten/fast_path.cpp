@@ -205,12 +205,15 @@ std::vector<at::Tensor> replay(const Entry& e, Args args, const char* name) {
                                                              c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                                              o.dtype));
   }
+  const size_t nres = dsts.size();
+  for (int a : e.also) dsts.push_back(args[a].toTensor());
   if (exec::mode() == exec::Mode::Fused) {
     exec::OpRecord r{name, e.graph.get(), {}, dsts};
     r.binds.reserve(e.srcs.size());
     for (const Entry::Src& s : e.srcs)
       r.binds.push_back({s.arg >= 0 ? args[s.arg].toTensor() : at::Tensor(), bits_at_replay(s, args), s.dtype});
     exec::defer(dev, r);
+    dsts.resize(nres);
     return dsts;
   }
   if (exec::has_pending(dev)) exec::flush(dev);
@@ -221,6 +224,7 @@ std::vector<at::Tensor> replay(const Entry& e, Args args, const char* name) {
   }
   for (size_t k = 0; k < dsts.size(); ++k) l.write(dsts[k], e.graph->dtype(e.graph->outputs()[k]));
   l.submit(dev);
+  dsts.resize(nres);
   return dsts;
 }
 

@@ -29,6 +29,7 @@ struct Entry {
   };
   std::vector<Src> srcs;
   std::vector<int> written;                                         // dst argument indices
+  std::vector<int> also;  // arguments written after the results (Lower::also_write), not returned
   struct Out {
     at::ScalarType dtype;
     std::vector<int64_t> sizes;
@@ -70,7 +71,8 @@ class Cache {
   std::unordered_map<uint64_t, std::vector<std::pair<std::vector<int64_t>, std::shared_ptr<const Entry>>>> map_;
 };
 
-// Runs `e` on `args`; returns the op's results (new tensors, or the written arguments).
+// Runs `e` on `args`; returns the op's results (new tensors, or the written arguments; not
+// the `also` arguments, which it writes too).
 std::vector<at::Tensor> replay(const Entry& e, Args args, const char* name);
 
 }  // namespace torch_tpu::lowering::fast

@@ -274,6 +274,7 @@ struct BoxedLowering final : c10::OperatorKernel {
         if (auto o = t->cast<c10::OptionalType>()) t = o->getElementType();
         scalar_args_.push_back(t->kind() == c10::TypeKind::NumberType);
       }
+      written_ = result_args(schema);
     });
     thread_local std::vector<int64_t> sig;
     size_t main = 0;
@@ -294,32 +295,27 @@ struct BoxedLowering final : c10::OperatorKernel {
     }
     // The lowering may dispatch other ops on this thread (reusing `sig`): keep a copy.
     std::vector<int64_t> saved = cacheable ? sig : std::vector<int64_t>();
-    std::vector<int> written;
-    for (size_t i = 0; i < n; ++i) {
-      const auto* ai = schema.arguments()[i].alias_info();
-      if (ai && ai->isWrite()) written.push_back(static_cast<int>(i));
-    }
+    const std::vector<int>& written = written_;
     Lower L(name_.c_str());
     L.set_args(&args);
     bool resized = false;
     try {
       std::vector<Value> outs = fn_(L, args);
+      std::vector<Value> all = outs;  // the results, then the also_write values
+      std::vector<at::Tensor> also;
+      for (const auto& [i, v] : L.also_writes()) {
+        all.push_back(v);
+        also.push_back(args[i].toTensor());
+      }
       if (written.empty()) {
         std::vector<std::vector<int64_t>> strides = meta_strides(op, args, L, outs);
-        if (strides.empty()) {
+        if (strides.empty() && also.empty()) {
           results = L.run(outs);
         } else {  // PyTorch's layout for these inputs (a permuted input's pointwise result)
-          int dev = L.device() >= 0 ? L.device() : device::current_device();
-          c10::DeviceGuard guard(c10::Device(c10::kPrivateUse1, dev));
-          for (size_t k = 0; k < outs.size(); ++k) {
-            const ir::Shape& shape = L.g.shape(outs[k]);
-            c10::DispatchKeySet ks(c10::DispatchKey::PrivateUse1);
-            at::ScalarType dt = to_aten(L.g.dtype(outs[k]));
-            results.push_back(strides[k].empty()
-                                  ? at::detail::empty_generic(shape, device::allocator(), ks, dt, std::nullopt)
-                                  : at::detail::empty_strided_generic(shape, strides[k], device::allocator(), ks, dt));
-          }
-          L.run_into(outs, results);
+          results = allocate(L, outs, strides);
+          std::vector<at::Tensor> dsts = results;
+          dsts.insert(dsts.end(), also.begin(), also.end());
+          L.run_into(all, dsts);
         }
       } else {
         TORCH_INTERNAL_ASSERT(written.size() == outs.size(), name_, ": written args ",
@@ -336,7 +332,9 @@ struct BoxedLowering final : c10::OperatorKernel {
           }
           results.push_back(d);
         }
-        L.run_into(outs, results);
+        std::vector<at::Tensor> dsts = results;
+        dsts.insert(dsts.end(), also.begin(), also.end());
+        L.run_into(all, dsts);
       }
     } catch (const torch_tpu::NotImplemented& e) {
       TORCH_CHECK_NOT_IMPLEMENTED(false, "[", name_, "] ", e.what());
@@ -345,6 +343,41 @@ struct BoxedLowering final : c10::OperatorKernel {
     }
     if (cacheable && !resized && L.cacheable()) remember(args, saved, main, hm, h, L, written, results);
     finish(schema, stack, n, results);
+  }
+
+  // The arguments the op returns written (self of `op_`, the out= tensors): write-annotated
+  // arguments whose alias set a return shares. Others it writes without returning them
+  // (_native_batch_norm_legit's running statistics) are the lowering's Lower::also_write.
+  static std::vector<int> result_args(const c10::FunctionSchema& schema) {
+    std::vector<int> r;
+    for (size_t i = 0; i < schema.arguments().size(); ++i) {
+      const auto* ai = schema.arguments()[i].alias_info();
+      if (!ai || !ai->isWrite()) continue;
+      for (const auto& ret : schema.returns())
+        if (ret.alias_info() && ret.alias_info()->beforeSets() == ai->beforeSets()) {
+          r.push_back(static_cast<int>(i));
+          break;
+        }
+    }
+    return r;
+  }
+
+  // New tpu tensors for `outs` on the lowering's device: contiguous, or with `strides[k]`
+  // where meta_strides gave one.
+  static std::vector<at::Tensor> allocate(const Lower& L, const std::vector<Value>& outs,
+                                          const std::vector<std::vector<int64_t>>& strides) {
+    int dev = L.device() >= 0 ? L.device() : device::current_device();
+    c10::DeviceGuard guard(c10::Device(c10::kPrivateUse1, dev));
+    c10::DispatchKeySet ks(c10::DispatchKey::PrivateUse1);
+    std::vector<at::Tensor> r;
+    for (size_t k = 0; k < outs.size(); ++k) {
+      const ir::Shape& shape = L.g.shape(outs[k]);
+      at::ScalarType dt = to_aten(L.g.dtype(outs[k]));
+      r.push_back(k >= strides.size() || strides[k].empty()
+                      ? at::detail::empty_generic(shape, device::allocator(), ks, dt, std::nullopt)
+                      : at::detail::empty_strided_generic(shape, strides[k], device::allocator(), ks, dt));
+    }
+    return r;
   }
 
   // The strides PyTorch gives the op's results for these arguments (its meta kernel run on
@@ -405,6 +438,7 @@ struct BoxedLowering final : c10::OperatorKernel {
       if (b.value_arg >= 0) bound.push_back(b.value_arg);
     }
     e->written = written;
+    for (const auto& [i, v] : L.also_writes()) e->also.push_back(i);
     if (written.empty())
       for (const at::Tensor& r : results)
         e->outs.push_back({r.scalar_type(), r.sizes().vec(), r.is_contiguous() ? std::vector<int64_t>() : r.strides().vec()});
@@ -432,6 +466,7 @@ struct BoxedLowering final : c10::OperatorKernel {
   LowerFn fn_;
   std::once_flag scalar_args_once_;
   std::vector<bool> scalar_args_;  // per schema argument: a Scalar (or Scalar?)
+  std::vector<int> written_;       // result_args(schema)
   fast::Cache cache_;    // by the whole signature
   fast::Cache generic_;  // by the signature without scalar values (scalar_arg lowerings)
 };

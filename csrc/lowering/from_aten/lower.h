@@ -73,6 +73,11 @@ class Lower {
   void check(Value flag, std::string message) { checks_.push_back({flag, std::move(message)}); }
   // check() raising IndexError (where PyTorch CPU raises IndexError: index, index_select, ...).
   void check_index(Value flag, const std::string& message) { check(flag, kIndexErrorTag + message); }
+  // One more result of the same graph, written into the op's argument `arg` (a tpu tensor of
+  // `v`'s shape; converted to its dtype) that the schema does not return: batch norm's running
+  // statistics. The boxed kernel writes it after the op's results; the fast path replays it.
+  void also_write(int arg, Value v) { also_.push_back({arg, v}); }
+  const std::vector<std::pair<int, Value>>& also_writes() const { return also_; }
 
   // Fast-path recording (see fast_path.h): the op's arguments, and per parameter the
   // argument it came from (-1: a scalar whose value is in `bits`).
@@ -102,6 +107,7 @@ class Lower {
   const char* op_;
   std::vector<Binding> binds_;
   std::vector<std::pair<Value, std::string>> checks_;
+  std::vector<std::pair<int, Value>> also_;
   int device_ = -1;
   const Args* args_ = nullptr;
   bool cacheable_ = true;

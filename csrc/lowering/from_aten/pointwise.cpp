@@ -115,6 +115,13 @@ std::vector<Value> div(Lower& L, Args a) {
   return one(L.g.convert(r, p.out));
 }
 
+// floor_divide(self, other): div with rounding_mode="floor" (integers stay integers).
+std::vector<Value> floor_divide(Lower& L, Args a) {
+  Promoted p = promote(L, a[0], a[1], /*to_float=*/false);
+  Value x = operand(L, a[0], p.math), y = divisor(L, a[0], a[1], p.math);
+  return one(L.g.convert(floor_div(L, x, y), p.out));
+}
+
 // Python-style remainder (sign of the divisor).
 std::vector<Value> remainder(Lower& L, Args a) {
   Promoted p = promote(L, a[0], a[1]);
@@ -211,6 +218,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
       {"div.Scalar", div}, {"div_.Scalar", div}, {"div.Scalar_out", div},
       {"div.Tensor_mode", div}, {"div_.Tensor_mode", div}, {"div.out_mode", div},
       {"div.Scalar_mode", div}, {"div_.Scalar_mode", div}, {"div.Scalar_mode_out", div},
+      {"floor_divide", floor_divide}, {"floor_divide_.Tensor", floor_divide}, {"floor_divide.out", floor_divide},
       {"remainder.Tensor", remainder}, {"remainder_.Tensor", remainder}, {"remainder.Tensor_out", remainder},
       {"remainder.Scalar", remainder}, {"remainder_.Scalar", remainder}, {"remainder.Scalar_out", remainder},
       {"fmod.Tensor", fmod}, {"fmod.Scalar", fmod}, {"fmod_.Tensor", fmod}, {"fmod_.Scalar", fmod},

@@ -188,11 +188,13 @@ dnnl::convolution_forward::primitive_desc make_pd(const Geo& g, Descs* p) {
   for (size_t i = 0; i < pr.size(); ++i)
     if (pr[i] < 0) sdims[2 + i] += pr[i], pr[i] = 0, cropped = true;
   if (cropped) p->src = memory::desc(sdims, f32, sstrides);
-  // Blocked layouts (oneDNN's direct jit kernels) for one group, no dilation and non-negative
-  // left padding; the plain-layout gemm implementation for the rest.
-  bool blocked = g.G == 1 && !g.materialize;
+  // Blocked layouts (oneDNN's direct jit kernels) for one group and non-negative left padding,
+  // rhs dilation and materialized (lhs-dilated) inputs included: on plain layouts oneDNN picks
+  // its reference kernel for those, which made a strided convolution's backward (its input
+  // gradient has lhs dilation = stride, its weight gradient rhs dilation = stride) 100-1000x
+  // slower than PyTorch CPU. Grouped convolutions keep the plain layouts.
+  bool blocked = g.G == 1;
   for (int64_t v : pl) blocked &= v >= 0;
-  for (int64_t d : dil) blocked &= d == 0;
   auto any = [&](const memory::desc& d) {
     return blocked ? memory::desc(d.get_dims(), d.get_data_type(), tag::any) : d;
   };

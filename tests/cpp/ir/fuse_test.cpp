@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 
 #include "ir/passes/fuse.h"
 
@@ -135,6 +136,31 @@ TEST(Fuse, NoCycleThroughAReduction) {
   ASSERT_EQ(cl.size(), 2u);
   EXPECT_EQ(cl[0].sink, s.id);
   EXPECT_TRUE(std::find(cl[1].inputs.begin(), cl[1].inputs.end(), y.id) != cl[1].inputs.end());
+}
+
+TEST(Fuse, NoCycleThroughABroadcastOfABroadcast) {
+  // The post stage of a reduction feeds anchors (concat, slice) whose result is broadcast
+  // twice into a compare; a node reading both the compare's reduction and that post stage
+  // must not join the post stage (found by HF whisper's generate in fused mode: isin of a
+  // broadcast; the inner broadcast had no cluster yet, so the path through it was missed).
+  Graph g;
+  Value x = g.param(DType::F32, {2, 4}), q = g.param(DType::F32, {2, 1, 3});
+  Value u = g.unary(OpCode::Negate, g.reduce(g.unary(OpCode::Exp, x), Reducer::Sum, {1}));  // [2], post
+  Value k = g.slice(g.concat({u, u}, 0), {0}, {2}, {1});                                    // anchors
+  Value inner = g.broadcast(k, {2, 1}, {0});
+  Value outer = g.broadcast(inner, {2, 1, 3}, {0, 1});
+  Value hit = g.reduce(g.convert(g.compare(Cmp::EQ, outer, q), DType::F32), Reducer::Sum, {2});
+  Value r = g.reshape(hit, {2});
+  g.set_outputs({g.binary(OpCode::Add, u, r)});
+  auto cl = partition(g);  // throws "[fuse] cycle between clusters" on the bug
+  std::set<int> seen;
+  for (const Cluster& c : cl) {
+    for (int in : c.inputs) EXPECT_TRUE(seen.count(in) || g.nodes()[in].is_param || g.nodes()[in].operands.empty())
+        << "cluster reads node " << in << " before it is made";
+    for (int v : c.main) seen.insert(v);
+    if (c.sink >= 0) seen.insert(c.sink);
+    for (int v : c.post) seen.insert(v);
+  }
 }
 
 TEST(Fuse, ReshapeInsideAndAroundLoops) {
