@@ -205,6 +205,8 @@ void defer(int dev, OpRecord& r) {
   if (unfused) flush_locked(w, dev, std::string("borrowed storage at ") + r.name);
   else if (needs_flush(w, r)) flush_locked(w, dev, std::string("aliasing view at ") + r.name);
   inline_op(w, r);
+  for (auto& f : r.check_flags) w.check_flags.push_back(std::move(f));
+  for (auto& m : r.check_msgs) w.check_msgs.push_back(std::move(m));
   {
     std::lock_guard<std::mutex> s(g_stats_mu);
     ++g_stats.deferred_ops;
@@ -214,13 +216,6 @@ void defer(int dev, OpRecord& r) {
     return;
   }
   if (w.g.nodes().size() > config().fused_window_nodes && !w.capturing) flush_locked(w, dev, "window size");
-}
-
-void defer_checks(int dev, std::vector<at::Tensor> flags, std::vector<std::string> messages) {
-  Window& w = window(dev);
-  std::lock_guard<std::mutex> lk(w.mu);
-  for (auto& f : flags) w.check_flags.push_back(std::move(f));
-  for (auto& m : messages) w.check_msgs.push_back(std::move(m));
 }
 
 void flush(int dev) {

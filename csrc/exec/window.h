@@ -30,13 +30,16 @@ struct OpRecord {
   const ir::Graph* graph;
   std::vector<Bind> binds;
   std::vector<at::Tensor> dsts;  // graph output k is written to dsts[k]
+  // Range-check flags (0-d bool tpu tensors among dsts) and their messages: after the window
+  // holding this op runs, a command raises check_msgs[k] when check_flags[k] is set (at the
+  // next sync point). Recorded with the op, under the window's lock, so that they travel with
+  // the window that computes them even when another thread (or the size limit) flushes it.
+  std::vector<at::Tensor> check_flags;
+  std::vector<std::string> check_msgs;
 };
 
 // Records `r` into device `dev`'s window (may flush first when views alias unsafely).
 void defer(int dev, OpRecord& r);
-// Range-check flags (0-d bool tpu tensors written by deferred ops): after the window runs, a
-// command raises messages[k] when flags[k] is set (at the next sync point).
-void defer_checks(int dev, std::vector<at::Tensor> flags, std::vector<std::string> messages);
 // Flushes device `dev`'s window (dev = -1: all); a no-op when it is empty.
 void flush(int dev);
 bool has_pending(int dev);

@@ -87,3 +87,29 @@ def test_launch_blocking_raises_at_the_users_line(tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == ["line 6 no hint [aten::index_select] index out of range in self",
                                      "[0.0, 2.0, 4.0]"], r.stdout
+
+
+WINDOW_SCRIPT = textwrap.dedent("""\
+    import torch, torch_tpu
+    torch_tpu.set_eager_mode(torch_tpu.EagerMode.DEFER_AND_FUSE)
+    w = torch.randn(5, 3).to("tpu")
+    torch.tpu.synchronize()
+    w.index_select(0, torch.tensor([1, 9]).to("tpu"))
+    try:
+        torch.tpu.synchronize()
+        print("no error")
+    except IndexError as e:
+        print("raised", str(e).split(".")[0])
+""")
+
+
+def test_fused_check_raises_when_its_window_was_flushed_early(tmp_path):
+    """TORCH_TPU_FUSED_WINDOW_NODES=1: every op's window is flushed while the op is recorded
+    (as another thread's sync point can flush it): its range check still raises at the next
+    sync point (its flags were once attached after the flush, to the next window)."""
+    script = tmp_path / "window.py"
+    script.write_text(WINDOW_SCRIPT)
+    env = dict(os.environ, TORCH_TPU_FUSED_WINDOW_NODES="1")
+    r = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["raised [range check] [aten::index_select] index out of range in self"], r.stdout

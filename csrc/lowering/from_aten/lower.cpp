@@ -174,10 +174,11 @@ Value Lower::scalar_arg(const c10::IValue& v, DType dt) {
   return r;
 }
 
-void Lower::launch(const std::vector<at::Tensor>& dsts) {
+void Lower::launch(const std::vector<at::Tensor>& dsts, std::vector<at::Tensor> flags,
+                   std::vector<std::string> messages) {
   int dev = device_ >= 0 ? device_ : (dsts.empty() ? device::current_device() : dsts[0].device().index());
   if (exec::mode() == exec::Mode::Fused) {
-    exec::OpRecord r{op_, &g, {}, dsts};
+    exec::OpRecord r{op_, &g, {}, dsts, std::move(flags), std::move(messages)};
     r.binds.reserve(binds_.size());
     for (Binding& b : binds_) r.binds.push_back({std::move(b.tensor), b.bits, b.dtype, b.rng_n, std::move(b.gen)});
     exec::defer(dev, r);
@@ -199,11 +200,14 @@ void Lower::launch(const std::vector<at::Tensor>& dsts) {
   }
   for (const at::Tensor& d : dsts) l.write(d, to_ir(d.scalar_type(), op_));
   l.submit(dev);
+  exec::submit_checks(dev, op_, flags, std::move(messages));  // a no-op without flags
 }
 
 // Each check flag becomes one more (0-d bool, tpu) output; a command queued after the graph
-// reads the flags from host-visible device memory and raises the first failed check. The
-// host never waits: the error surfaces at the next sync point (at once in debug mode).
+// (in fused mode: after the window holding it) reads the flags from host-visible device
+// memory and raises the first failed check. The host never waits: the error surfaces at the
+// next sync point (at once in debug mode). launch() reads the eager mode once, so a mode
+// switched by another thread meanwhile cannot separate the checks from their graph.
 void Lower::launch_checked(std::vector<at::Tensor> dsts) {
   if (checks_.empty()) return launch(dsts);
   std::vector<Value> outs = g.outputs();
@@ -221,13 +225,7 @@ void Lower::launch_checked(std::vector<at::Tensor> dsts) {
   cacheable_ = false;  // fast::replay would launch this graph without the flag outputs
   g.set_outputs(outs);
   dsts.insert(dsts.end(), flags.begin(), flags.end());
-  launch(dsts);
-  if (exec::mode() == exec::Mode::Fused) {  // the window tests the flags after its flush
-    exec::defer_checks(dev, std::move(flags), std::move(messages));
-    return;
-  }
-  (void)exec::mark(dev);  // mark() first flushes a deferred (fused) window: the flags exist then
-  exec::submit_checks(dev, op_, flags, std::move(messages));
+  launch(dsts, std::move(flags), std::move(messages));
 }
 
 std::vector<at::Tensor> Lower::run(const std::vector<Value>& outs) {

@@ -101,7 +101,9 @@ class Lower {
     std::optional<at::Generator> gen;
     int value_arg = -1;  // argument index of a scalar_arg operand
   };
-  void launch(const std::vector<at::Tensor>& dsts);
+  // `flags` (0-d bool outputs among dsts) and `messages`: range checks run after the graph.
+  void launch(const std::vector<at::Tensor>& dsts, std::vector<at::Tensor> flags = {},
+              std::vector<std::string> messages = {});
   // launch() plus the check flags (Lower::check) as extra outputs and a command testing them.
   void launch_checked(std::vector<at::Tensor> dsts);
   const char* op_;
