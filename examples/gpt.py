@@ -101,15 +101,28 @@ class GPT(nn.Module):
 
     @torch.no_grad()
     def generate(self, idx, n, temperature=1.0, top_k=None, generator=None):
+        """Appends n sampled tokens to idx (B, T). The model sees the last ctx tokens, as
+        `self(idx[:, -ctx:])[:, -1]` would, but through few shapes: the tokens live in one
+        buffer, and while the context is shorter than ctx the model reads a window padded up to
+        the next power of two (causal attention: the padding after the real tokens does not
+        change their logits). Each new input shape is a new compiled program on an accelerator
+        (seconds on a TPU); this way a whole sample needs about log2(ctx) + 1 of them."""
+        b, t = idx.shape
+        buf = torch.zeros(b, t + n + self.c.ctx, dtype=idx.dtype, device=idx.device)
+        buf[:, :t] = idx
         for _ in range(n):
-            logits = self(idx[:, -self.c.ctx:])[:, -1, :] / temperature
+            if t >= self.c.ctx:
+                start, width = t - self.c.ctx, self.c.ctx
+            else:
+                start, width = 0, min(1 << (t - 1).bit_length(), self.c.ctx)
+            logits = self(buf[:, start:start + width])[:, t - start - 1, :] / temperature
             if top_k is not None:
                 v, _ = torch.topk(logits, top_k)
                 logits = logits.masked_fill(logits < v[:, [-1]], float("-inf"))
             probs = F.softmax(logits, dim=-1)
-            nxt = torch.multinomial(probs, 1, generator=generator)
-            idx = torch.cat([idx, nxt], dim=1)
-        return idx
+            buf[:, t] = torch.multinomial(probs, 1, generator=generator)[:, 0]
+            t += 1
+        return buf[:, :t]
 
 
 class Chars:

@@ -113,3 +113,22 @@ def test_fused_mode_trains_like_strict():
             losses[mode], _ = _train(model, batches, "tpu", 3)
     torch.testing.assert_close(losses[torch_tpu.EagerMode.DEFER_AND_FUSE], losses[torch_tpu.EagerMode.DEFER_NEVER],
                                atol=1e-6, rtol=1e-6)
+
+
+def test_bucketed_generation_equals_the_plain_loop():
+    """generate() pads the context to powers of two in one buffer; with top_k=1 (argmax) its
+    tokens equal the plain loop's (self(idx[:, -ctx:])[:, -1] per token) on CPU, also past the
+    context length (a tiny ctx makes the window slide)."""
+    torch.manual_seed(0)
+    cfg = gpt.Config(vocab=len(CHARS.chars), ctx=8, width=32, layers=2, heads=2)
+    model = gpt.GPT(cfg).eval()
+    prompt = CHARS.encode("\nth").view(1, 3)
+    idx = prompt.clone()
+    with torch.no_grad():
+        for _ in range(14):
+            logits = model(idx[:, -cfg.ctx:])[:, -1, :]
+            idx = torch.cat([idx, logits.argmax(-1, keepdim=True)], dim=1)
+    cpu = model.generate(prompt, 14, top_k=1)
+    with torch_tpu.precision(torch_tpu.Precision.HIGHEST):
+        tpu = model.to("tpu").generate(prompt.to("tpu"), 14, top_k=1).cpu()
+    assert torch.equal(cpu, idx) and torch.equal(tpu, idx)
