@@ -7,6 +7,8 @@
 
 #include <c10/util/ThreadLocalDebugInfo.h>
 
+#include "runtime/runtime.h"
+
 namespace torch_tpu::exec {
 namespace {
 
@@ -39,9 +41,15 @@ Mode global_mode() { return static_cast<Mode>(g_mode.load()); }
 void push_thread_mode(Mode m) { c10::ThreadLocalDebugInfo::_push(kModeKind, std::make_shared<ModeInfo>(static_cast<int>(m))); }
 void pop_thread_mode() { (void)c10::ThreadLocalDebugInfo::_pop(kModeKind); }
 
-void enqueue(int dev, const char* name, std::function<void()> fn) {
+void enqueue(int dev, const char* name, std::function<void()> fn, bool small) {
   Mode m = mode();
-  runtime::stream::enqueue(dev, name, std::move(fn));
+  // Inline only on the host runtime: a pjrt command hands work to the plugin, whose
+  // asynchrony the worker thread hides.
+  static runtime::Runtime* const host = &runtime::host_runtime();
+  if (small && m == Mode::Strict && &runtime::current() == host)
+    runtime::stream::run_or_enqueue(dev, name, std::move(fn));
+  else
+    runtime::stream::enqueue(dev, name, std::move(fn));
   if (m == Mode::Debug) {
     ++n_debug;
     runtime::stream::wait_at_call(dev, runtime::stream::queued(dev));

@@ -24,7 +24,10 @@ void pop_thread_mode();
 
 // Enqueues `fn` on device `dev`'s stream, counted under the current mode. In Debug mode
 // waits for it (errors raise here). `name` must be a string literal (kept by pointer).
-void enqueue(int dev, const char* name, std::function<void()> fn);
+// `small`: a command that costs less than a handoff to the stream's worker; in Strict mode on
+// the host runtime it runs at once on the calling thread when the stream is idle
+// (runtime::stream::run_or_enqueue: same order, errors still raised at the next sync point).
+void enqueue(int dev, const char* name, std::function<void()> fn, bool small = false);
 
 // The stream's positions and waits (runtime/stream.h), re-exported for the exec users.
 using runtime::stream::done;

@@ -2,6 +2,7 @@
 #include "runtime/stream.h"
 
 #include <pthread.h>
+#include <sched.h>
 
 #include <atomic>
 #include <chrono>
@@ -35,6 +36,20 @@ uint64_t max_queued() {
 
 std::atomic<const Observer*> g_observer{nullptr};
 
+// Pause iterations an idle worker spins before sleeping. Spinning saves a futex wake per op
+// when the producer has a core of its own; on a machine with 2 cores or fewer (counted from
+// the affinity mask, which containers restrict) the spinning worker takes the core the
+// producing Python thread needs, so it sleeps at once.
+int spin_iterations() {
+  static const int n = [] {
+    cpu_set_t set;
+    int cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
+                                                             : static_cast<int>(std::thread::hardware_concurrency());
+    return cores > 2 ? 2000 : 0;
+  }();
+  return n;
+}
+
 int64_t epoch_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
@@ -54,22 +69,55 @@ class Stream {
   void push(const char* name, std::function<void()> fn) {
     const Observer* obs = g_observer.load(std::memory_order_acquire);
     uint64_t tag = obs ? obs->on_enqueue(dev_, name) : 0;
-    bool wake;
+    std::unique_lock<std::mutex> lk(mu_);
+    push_locked(lk, name, std::move(fn), obs, tag);
+  }
+
+  // Runs the command on the calling thread when the stream is idle (see run_or_enqueue).
+  void push_or_run(const char* name, std::function<void()> fn) {
+    const Observer* obs = g_observer.load(std::memory_order_acquire);
+    uint64_t tag = obs ? obs->on_enqueue(dev_, name) : 0;
     {
       std::unique_lock<std::mutex> lk(mu_);
-      // Backpressure: a user thread that runs ahead by kMaxQueued commands waits until the
-      // worker is back within 3/4 of it (as CUDA's launch queue blocks), so host memory held
-      // by queued commands stays bounded. A worker never waits (it may enqueue follow-ups).
-      if (enqueued_ - completed_ >= max_queued() && !t_worker) {
-        wake = sleeping_;
-        if (wake) cv_.notify_one();
-        done_cv_.wait(lk, [&] { return enqueued_ - completed_ < max_queued() * 3 / 4; });
-      }
-      q_.push_back({name, std::move(fn), obs, tag});
+      // A command running (on the worker or inline) that queues a follow-up queues it.
+      if (t_worker || inline_ || enqueued_ != completed_) return push_locked(lk, name, std::move(fn), obs, tag);
+      inline_ = true;
       ++enqueued_;
-      wake = sleeping_;
-      pending_.store(true, std::memory_order_relaxed);
     }
+    Command c{name, std::move(fn), obs, tag};
+    t_worker = true;  // the command must not wait on a stream, as on the worker
+    auto t0 = std::chrono::steady_clock::now();
+    run_one(c);
+    busy_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+                           .count(),
+                       std::memory_order_relaxed);
+    c.fn = nullptr;  // releases what the command captured, outside the lock
+    t_worker = false;
+    bool wake;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      ++completed_;
+      inline_ = false;
+      wake = sleeping_ && !q_.empty();  // commands queued meanwhile waited for this one
+    }
+    done_cv_.notify_all();
+    if (wake) cv_.notify_one();
+  }
+
+  void push_locked(std::unique_lock<std::mutex>& lk, const char* name, std::function<void()> fn,
+                   const Observer* obs, uint64_t tag) {
+    // Backpressure: a user thread that runs ahead by kMaxQueued commands waits until the
+    // worker is back within 3/4 of it (as CUDA's launch queue blocks), so host memory held
+    // by queued commands stays bounded. A worker never waits (it may enqueue follow-ups).
+    if (enqueued_ - completed_ >= max_queued() && !t_worker) {
+      if (sleeping_) cv_.notify_one();
+      done_cv_.wait(lk, [&] { return enqueued_ - completed_ < max_queued() * 3 / 4; });
+    }
+    q_.push_back({name, std::move(fn), obs, tag});
+    ++enqueued_;
+    bool wake = sleeping_ && !inline_;  // an inline runner wakes the worker when it is done
+    pending_.store(true, std::memory_order_relaxed);
+    lk.unlock();
     if (wake) cv_.notify_one();  // a busy or spinning worker needs no syscall
   }
 
@@ -118,15 +166,17 @@ class Stream {
     std::deque<Command> batch;
     std::unique_lock<std::mutex> lk(mu_);
     for (;;) {
-      if (q_.empty()) {
-        // Spin briefly before sleeping: ops usually arrive microseconds apart, and a
-        // futex wake per op costs more than the op.
+      if (q_.empty() || inline_) {
+        // Spin briefly before sleeping (where cores allow): ops usually arrive microseconds
+        // apart, and a futex wake per op costs more than the op.
         lk.unlock();
-        for (int i = 0; i < 2000 && !pending_.load(std::memory_order_relaxed); ++i) __builtin_ia32_pause();
+        const int spins = spin_iterations();
+        for (int i = 0; i < spins && !pending_.load(std::memory_order_relaxed); ++i) __builtin_ia32_pause();
         lk.lock();
-        if (q_.empty()) {
+        if (q_.empty() || inline_) {
+          // Commands queued while a user thread runs one inline wait for it: one at a time.
           sleeping_ = true;
-          cv_.wait(lk, [&] { return !q_.empty(); });
+          cv_.wait(lk, [&] { return !q_.empty() && !inline_; });
           sleeping_ = false;
         }
       }
@@ -180,6 +230,8 @@ class Stream {
       kind = ErrorKind::Index;
     } catch (const std::exception& e) {
       err = named(e.what(), " asynchronous op failed: ");
+    } catch (...) {
+      err = named("unknown exception", " asynchronous op failed: ");
     }
     if (c.observer) c.observer->on_run(dev_, c.name, c.tag, start, epoch_ns());
     if (!err.empty()) {
@@ -203,6 +255,7 @@ class Stream {
   ErrorKind error_kind_ = ErrorKind::Runtime;
   int64_t later_errors_ = 0;  // failures after the first one, before the wait that reports it
   bool sleeping_ = false;
+  bool inline_ = false;  // a user thread is running a command (run_or_enqueue)
   std::atomic<bool> pending_{false};
 
   std::atomic<int64_t> busy_ns_{0};  // time the worker spent running commands
@@ -247,6 +300,9 @@ std::atomic<FlushHook> g_flush_hook{nullptr};
 void set_thrower(Thrower t) { g_thrower.store(t); }
 
 void enqueue(int dev, const char* name, std::function<void()> fn) { get(dev).push(name, std::move(fn)); }
+void run_or_enqueue(int dev, const char* name, std::function<void()> fn) {
+  get(dev).push_or_run(name, std::move(fn));
+}
 
 void set_flush_hook(FlushHook hook) { g_flush_hook = hook; }
 void flush_deferred(int dev) {

@@ -17,6 +17,13 @@ constexpr int kMaxDevices = 16;
 // Queues `fn` on device `dev`'s stream and returns at once. `name` must be a string literal
 // (kept by pointer); it prefixes the error message of a failing command.
 void enqueue(int dev, const char* name, std::function<void()> fn);
+// Like enqueue(), but when `dev`'s stream is idle (nothing queued, nothing running, no other
+// thread running a command inline) runs `fn` at once on the calling thread, as the stream's
+// next command: the order is the same as if it had been queued, and a failure is kept, named,
+// for the next wait exactly as a queued command's. For small commands, where handing one to the
+// worker thread costs more than running it. `fn` must not wait on a stream (on_worker() is
+// true while it runs); commands it queues run after it.
+void run_or_enqueue(int dev, const char* name, std::function<void()> fn);
 
 // Work recorded above the stream and not yet queued (the fused eager window) registers a hook
 // that queues it; mark() and synchronize() call it first (dev = -1: every device).
