@@ -586,7 +586,7 @@ class PadInterpreter:
             if node.op == "output":
                 return torch.fx.node.map_arg(node.args[0], lambda n: env[n])
             args = torch.fx.node.map_arg(node.args, lambda n: env[n])
-            kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: env[n])
+            kwargs = dict(torch.fx.node.map_arg(node.kwargs, lambda n: env[n]))
             try:
                 out = self.step(node, args, kwargs)
             except Refuse as e:
@@ -753,7 +753,13 @@ class BucketedGraph:
             if v is None:
                 try:
                     v = self._build(args, B, others, baked)
-                except Refuse as e:
+                except Exception as e:  # AOTAutograd wraps what the interpretation raised
+                    cause = e
+                    while cause is not None and not isinstance(cause, Refuse):
+                        cause = cause.__cause__ or cause.__context__
+                    if cause is None:
+                        raise
+                    e = cause
                     self.refused = str(e)
                     import warnings
 
@@ -771,11 +777,8 @@ class BucketedGraph:
         for i in tensor_pos:
             a = args[i]
             dims = self.plan["pad_dims"].get(i, ())
-            for d in dims:
-                extra = list(a.shape)
-                extra[d] = B - n
-                if extra[d]:
-                    a = torch.cat([a, a.new_zeros(extra)], dim=d)
+            if dims:
+                a = _pad_input(a, dims, B, n)
             if dims:
                 st["real"] += args[i].numel()
                 st["padded"] += a.numel()
@@ -790,8 +793,8 @@ class BucketedGraph:
 
     def _fallback(self, args):
         self.calls_fallback += 1
-        if getattr(self.fallback, "_boxed_call", False):
-            return self.fallback(list(args))
+        # aot_module_simplified's function is unboxed (its _boxed_call is copied from the
+        # boxed function it wraps).
         return self.fallback(*args)
 
     def _key(self, args, B):
@@ -885,6 +888,29 @@ class _BakedScalar:
         return self.v
 
 
+def _pad_input(a, dims, B: int, n: int):
+    """Zero-pads `a` along `dims` to B. A device op at the true size would compile once per
+    size (the very thing buckets avoid), so inputs that need no gradient (token ids, targets)
+    are padded on the host and copied to the device; differentiable ones are padded by torch.cat
+    on the device (one eager program per size)."""
+    if a.requires_grad and torch.is_grad_enabled():
+        for d in dims:
+            extra = list(a.shape)
+            extra[d] = B - n
+            if extra[d]:
+                a = torch.cat([a, a.new_zeros(extra)], dim=d)
+        return a
+    shape = list(a.shape)
+    for d in dims:
+        shape[d] = B
+    host = torch.zeros(shape, dtype=a.dtype)
+    view = host
+    for d in dims:
+        view = view.narrow(d, 0, n)
+    view.copy_(a.detach().cpu())
+    return host.to(a.device)
+
+
 def _unpad(o, pads, n):
     for d, f in sorted(pads.items()):
         if len(f) == 1:
@@ -922,8 +948,8 @@ def report() -> list[dict]:
 
 def plan_for(gm, example_inputs) -> tuple | None:
     """(symbol, plan) when the graph has one size symbol to pad; None otherwise. The padded
-    symbol: the only one used as a tensor input dim, or the only one never at dim 0 (a
-    sequence dim; batch-like symbols are specialized per value)."""
+    symbol: the only one used as a tensor input dim, or the only one never at dim 0 (batch)
+    nor last (features) of an input; the other symbols are specialized per value."""
     phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
     if len(phs) != len(example_inputs):
         return None
@@ -937,6 +963,10 @@ def plan_for(gm, example_inputs) -> tuple | None:
                     if d == 0:
                         at0.add(s.node.expr)
     cands = anywhere if len(anywhere) == 1 else anywhere - at0
+    if len(cands) > 1:  # dynamic=True makes feature dims symbolic too: not the last dim either
+        last = {ev.shape[-1].node.expr for ev in evs if isinstance(ev, torch.Tensor) and ev.dim()
+                and isinstance(ev.shape[-1], torch.SymInt)}
+        cands = cands - last
     if len(cands) != 1:
         return None
     sym = next(iter(cands))
