@@ -115,6 +115,14 @@ def test_cross_entropy_mean_and_ignore_index(smoothing):
     _check(fn, lambda T: [(2, T, 7), (2, T, 7)], [5, 7, 8], int_inputs=(1,))
 
 
+def test_shifted_lm_loss():
+    """HF-style: logits[:, :-1] against labels[:, 1:] (both T - 1 long), mean over real rows."""
+    def fn(logits, tg):
+        return F.cross_entropy(logits[:, :-1].reshape(-1, 7), tg[:, 1:].reshape(-1))
+
+    _check(fn, lambda T: [(2, T, 7), (2, T, 7)], [5, 7, 8], int_inputs=(1,))
+
+
 @pytest.mark.parametrize("causal", [True, False])
 def test_sdpa(causal):
     def fn(x):  # self-attention: q, k, v share the (padded) length

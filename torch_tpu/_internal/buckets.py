@@ -246,9 +246,7 @@ def _reduce(ctx, x: PT, dim, keepdim, how: str, dtype=None):
     return PT(r, pads) if pads else r
 
 
-def _softmax(ctx, fn, x, dim, dtype=None, **kw):
-    if kw.pop("_stacklevel", None) is not None or kw:
-        pass
+def _softmax(ctx, fn, x, dim, dtype=None, _stacklevel=None):
     nd = x.t.dim()
     d = dim % nd
     t = x.t
@@ -341,11 +339,19 @@ def _contract(ctx, a, b):
     if (ka in pa) or (kb in pb):
         if pa.get(ka) != pb.get(kb):
             raise Refuse("matmul contraction padded differently")
+        # Both operands: padded garbage may be inf, and inf * 0 is nan.
         ta = torch.where(ctx.mask(a, [ka]), ta, torch.zeros((), dtype=ta.dtype, device=ta.device))
-    if tb.dim() - 1 in pb and ta.dim() - 2 in pa:
-        pass
+        tb = torch.where(ctx.mask(b, [kb]), tb, torch.zeros((), dtype=tb.dtype, device=tb.device))
     r = torch.matmul(ta, tb)
     nd = r.dim()
+    for p, t in ((pa, ta), (pb, tb)):  # padded batch dims: the other operand padded alike or 1
+        o_p, o_t = (pb, tb) if p is pa else (pa, ta)
+        for d, f in p.items():
+            if d >= t.dim() - 2:
+                continue
+            od = d + o_t.dim() - t.dim()
+            if 0 <= od < o_t.dim() - 2 and o_t.shape[od] != 1 and o_p.get(od) != f:
+                raise Refuse("matmul batch dims padded differently")
     pads = {}
     for d, f in pa.items():
         if d == ka:
@@ -479,9 +485,13 @@ def _split(x: PT, size, dim=0):
     return tuple(PT(p, x.pads) for p in torch.split(x.t, size, d))
 
 
-def _embedding(ctx, fn, idx, weight, *args, **kwargs):
+def _embedding(ctx, fn, idx, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+               scale_grad_by_freq=False, sparse=False):
     if isinstance(weight, PT):
         raise Refuse("embedding with a padded weight")
+    if max_norm is not None or scale_grad_by_freq:  # both read the (padded) indices' counts
+        raise Refuse("embedding with max_norm or scale_grad_by_freq")
+    args, kwargs = (padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse), {}
     if not isinstance(idx, PT):
         return fn(idx, weight, *args, **kwargs)
     m = ctx.mask(idx, list(idx.pads))
@@ -607,10 +617,28 @@ class PadInterpreter:
                 sym_here = isinstance(s, torch.SymInt) and self.sym in s.node.expr.free_symbols
                 if sym_here != (d in pads):
                     raise Refuse(f"{node.format_node()}: lost track of the padded dim {d}")
+                if sym_here:
+                    self.check_size(node, d, s, pads[d])
                 if not sym_here:
                     want = s if isinstance(s, int) else int(s.node.expr.xreplace(self.others))
                     if int(t.shape[d]) != want:
                         raise Refuse(f"{node.format_node()}: dim {d} is {t.shape[d]}, expected {want}")
+
+    def check_size(self, node, d, s, factors):
+        """A padded dim's factors say the size Dynamo's expression says (a*s + c times the
+        unpadded factors)."""
+        import sympy
+
+        mult, lins = 1, [lin for _, lin in factors if lin is not None]
+        for size, lin in factors:
+            if lin is None:
+                mult *= size
+        if len(lins) != 1:
+            raise Refuse(f"{node.format_node()}: dim {d} merges two padded dims")
+        want = sympy.expand(s.node.expr.xreplace(self.others))
+        got = sympy.expand(mult * (lins[0].a * self.sym + lins[0].c))
+        if sympy.expand(want - got) != 0:
+            raise Refuse(f"{node.format_node()}: dim {d} tracked as {got}, Dynamo says {want}")
 
     def step(self, node, args, kwargs):
         ctx = self.ctx
@@ -618,7 +646,9 @@ class PadInterpreter:
         touched = any(isinstance(a, (PT, Lin)) for a in _flat(args) + _flat(list(kwargs.values())))
         if node.op == "call_method":
             if tgt == "item":
-                return args[0].item()
+                if isinstance(args[0], _BakedScalar):
+                    return args[0].item()
+                raise Refuse("item() in the graph")
             if not touched:
                 return getattr(args[0], tgt)(*args[1:], **kwargs)
             x = args[0]
@@ -757,9 +787,9 @@ class BucketedGraph:
                     cause = e
                     while cause is not None and not isinstance(cause, Refuse):
                         cause = cause.__cause__ or cause.__context__
-                    if cause is None:
-                        raise
-                    e = cause
+                    # Anything else (a rule's own bug, a data-dependent op): per-size capture is
+                    # always right; the warning names the error.
+                    e = cause or f"{type(e).__name__}: {e}"
                     self.refused = str(e)
                     import warnings
 
