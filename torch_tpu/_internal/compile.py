@@ -400,13 +400,15 @@ def _torch_version_key() -> bytes:
     return f"torch {torch.__version__} {torch.version.git_version}".encode()
 
 
-def _graph_compiler(kind: str):
+def _graph_compiler(kind: str, sink: list | None = None):
     from torch._functorch._aot_autograd.schemas import SerializableAOTDispatchCompiler
 
     def compile_graph(gm: torch.fx.GraphModule, example_inputs):
         _bump("graphs")
         out = _output_code_type()(gm, kind)
         _remember(out.graph)
+        if sink is not None:
+            sink.append(out.graph)
         return out
 
     return SerializableAOTDispatchCompiler(_output_code_type(), compile_graph)
@@ -420,13 +422,40 @@ def tpu_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None =
     from torch._dynamo.backends.common import aot_autograd
 
     with _disk_cache():
-        return aot_autograd(
+        compiled = aot_autograd(
             fw_compiler=_graph_compiler("forward"),
             bw_compiler=_graph_compiler("backward"),
             inference_compiler=_graph_compiler("inference"),
             decompositions=_decompositions(),
             keep_inference_input_mutations=True,
         )(gm, example_inputs)
+    from torch_tpu._internal import buckets
+
+    sizes = buckets.enabled()
+    plan = buckets.plan_for(gm, example_inputs) if sizes else None
+    if plan is None:
+        return compiled
+    sym, p = plan
+    return buckets.BucketedGraph(gm, example_inputs, sym, p, compiled, _compile_padded, sizes)
+
+
+def _compile_padded(fn, example, bucket: int, owner) -> Any:
+    """AOTAutograd over `fn` (a padded interpretation of a Dynamo graph, static at `bucket`);
+    its forward/backward graphs are captured like any other and counted per bucket."""
+    from torch._functorch.aot_autograd import aot_module_simplified
+    from torch_tpu._internal import buckets
+
+    sink = buckets._COMPILATIONS.setdefault((owner.id, bucket), [])
+    gm = buckets.fn_as_graph_module(fn, len(example))
+    with torch._functorch.config.patch(enable_autograd_cache=False):
+        return aot_module_simplified(
+            gm, example,
+            fw_compiler=_graph_compiler("forward", sink),
+            bw_compiler=_graph_compiler("backward", sink),
+            inference_compiler=_graph_compiler("inference", sink),
+            decompositions=_decompositions(),
+            keep_inference_input_mutations=True,
+        )
 
 
 def _on_tpu(example_inputs) -> bool:

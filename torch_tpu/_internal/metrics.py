@@ -13,7 +13,9 @@ def metrics() -> dict:
 
     comp = sys.modules.get("torch_tpu._internal.compile")
     if comp is not None:  # torch.compile used: its counters and one entry per graph
-        m["compile"] = {**comp.stats(), "graphs": comp.graphs_report()}
+        from torch_tpu._internal import buckets
+
+        m["compile"] = {**comp.stats(), "graphs": comp.graphs_report(), "bucketed": buckets.report()}
     try:
         import torch
         m["memory"] = {
