@@ -44,6 +44,8 @@ CASES = [
      "p_in"),
     ("bce_input", lambda d: torch.nn.functional.binary_cross_entropy(d(torch.full((2,), 1.5)), d(torch.ones(2))),
      RuntimeError, "between 0 and 1"),
+    ("bce_target", lambda d: torch.nn.functional.binary_cross_entropy(d(torch.full((2,), 0.5)), d(torch.full((2,), 2.0))),
+     RuntimeError, "target should be between 0 and 1"),
     ("assert_async", lambda d: (torch._assert_async(d(torch.tensor(0.0))), d(torch.ones(1)))[1], RuntimeError,
      "single nonzero value"),
     ("assert_async_msg", lambda d: (torch._assert_async(d(torch.tensor(False)), "tokens out of range"),

@@ -32,8 +32,14 @@ std::vector<Value> vector_norm(Lower& L, Args a) {
       TORCH_CHECK(self.size(d) != 0, "[", L.op(), "] linalg.vector_norm cannot compute the ", p,
                   " norm on the empty dimension ", d);
   Value x = L.g.unary(OpCode::Abs, L.in(self, ct));
+  int64_t extent = 1;  // elements per result
+  for (int64_t d : dims) extent *= self.size(d);
   Value r;
-  if (std::isinf(p)) {
+  if (extent == 1 && p != 0) {
+    // One element: its norm is |x| for every p (CPU's kernel too); pow(pow(|x|, p), 1/p) would
+    // overflow to inf for a large p (|x| = 4.6, p = 100).
+    r = L.g.reduce(x, Reducer::Sum, dims);
+  } else if (std::isinf(p)) {
     r = L.g.reduce(x, p > 0 ? Reducer::Max : Reducer::Min, dims);
   } else if (p == 0) {
     r = L.g.reduce(L.g.convert(L.g.compare(ir::Cmp::NE, x, L.cst_like(0, x)), ct), Reducer::Sum, dims);

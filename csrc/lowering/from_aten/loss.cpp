@@ -111,7 +111,7 @@ std::vector<Value> mse(Lower& L, Args a) {
 
 // binary_cross_entropy(self, target, weight?, reduction): CPU's
 // (t - 1) * max(log1p(-x), -100) - t * max(log(x), -100), times the weight; an input outside
-// [0, 1] (or NaN) raises at the next sync, as CPU raises at once.
+// [0, 1] (or NaN), or a target outside it, raises at the next sync, as CPU raises at once.
 std::vector<Value> bce(Lower& L, Args a) {
   const at::Tensor &self = a[0].toTensor(), &target = a[1].toTensor();
   TORCH_CHECK(self.numel() == target.numel(), "[", L.op(), "] input and target must have the same number of elements; got ",
@@ -120,6 +120,8 @@ std::vector<Value> bce(Lower& L, Args a) {
   Value x = L.in(self, ct), t = L.g.reshape(L.in(target, ct), shape_of(self));
   Value ok = L.g.binary(OpCode::And, L.g.compare(Cmp::GE, x, L.cst_like(0, x)), L.g.compare(Cmp::LE, x, L.cst_like(1, x)));
   L.check(any_true(L, L.g.unary(OpCode::Not, ok)), std::string("[") + L.op() + "] all elements of input should be between 0 and 1");
+  Value tok = L.g.binary(OpCode::And, L.g.compare(Cmp::GE, t, L.cst_like(0, t)), L.g.compare(Cmp::LE, t, L.cst_like(1, t)));
+  L.check(any_true(L, L.g.unary(OpCode::Not, tok)), std::string("[") + L.op() + "] all elements of target should be between 0 and 1");
   Value floor = L.cst_like(-100, x);
   Value l1 = L.g.binary(OpCode::Max, L.g.unary(OpCode::Log1p, L.g.unary(OpCode::Negate, x)), floor);
   Value l0 = L.g.binary(OpCode::Max, L.g.unary(OpCode::Log, x), floor);

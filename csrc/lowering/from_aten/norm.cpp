@@ -102,6 +102,12 @@ std::vector<Value> layer_norm(Lower& L, Args a) {
   const at::Tensor& input = a[0].toTensor();
   auto normalized = a[1].toIntVector();
   LnShape s = ln_shape(L, input, normalized);
+  for (int i : {2, 3})  // weight, bias: normalized_shape exactly (no broadcasting), as CPU checks
+    if (has_tensor(a[i]))
+      TORCH_CHECK(a[i].toTensor().sizes().vec() == normalized, "[", L.op(), "] Expected ",
+                  i == 2 ? "weight" : "bias", " to be of same shape as normalized_shape, but got ",
+                  i == 2 ? "weight" : "bias", " of shape ", a[i].toTensor().sizes(),
+                  " and normalized_shape = ", c10::IntArrayRef(normalized));
   DType dt = to_ir(input.scalar_type(), L.op()), ct = opmath(dt);
   Value x = L.in(input, ct);
   Value n = L.cst(double(s.n), ct);

@@ -50,7 +50,7 @@ Pool pool_geometry(Lower& L, const at::Tensor& x, int64_t S, Args a, int ki, boo
   int64_t r = x.dim();
   TORCH_CHECK(r == S + 1 || r == S + 2, "[", L.op(), "] expected ", S + 1, "D or ", S + 2,
               "D (batch mode) tensor for input; got ", r, "D");
-  for (int64_t i = 1; i < r; ++i)
+  for (int64_t i = r == S + 2 ? 1 : 0; i < r; ++i)  // unbatched input: no dim may be empty
     TORCH_CHECK(x.size(i) > 0, "[", L.op(), "] expected input to have non-zero size for non-batch dimensions; got ",
                 x.sizes());
   P.k = expand(L, a[ki], S, "kernel_size");

@@ -131,11 +131,13 @@ std::vector<Value> dropout(Lower& L, Args a) {
 // native_dropout_backward(grad_output, mask, scale)
 std::vector<Value> dropout_backward(Lower& L, Args a) {
   const at::Tensor& g = a[0].toTensor();
-  // grad * mask * scale: an integer grad times the float scale promotes to the default float.
-  DType dt = to_ir(float_type(g.scalar_type()), L.op()), ct = opmath(dt);
+  // grad * mask * scale as CPU computes it: the grad and mask dtypes promote (a non-bool mask
+  // multiplies by its values), and an integer product times the float scale gives the default
+  // float.
+  DType dt = to_ir(float_type(result_type(a[0], a[1])), L.op()), ct = opmath(dt);
   Value gv = L.in(g, ct);
   // A product, not a select: a NaN/Inf gradient where the mask is 0 gives NaN, as on CPU.
-  Value mask = L.g.convert(L.in(a[1].toTensor(), DType::Bool), ct);
+  Value mask = L.in(a[1].toTensor(), ct);
   Value s = bin(L, OpCode::Mul, bin(L, OpCode::Mul, gv, mask), L.scalar(a[2].toScalar(), ct));
   return one(L.g.convert(s, dt));
 }

@@ -219,7 +219,9 @@ std::vector<Value> addcmuldiv(Lower& L, Args a, OpCode op) {
   DType dt = to_ir(result_type(a[0], a[1], a[2]), L.op()), ct = opmath(dt);
   Value s = L.in(a[0].toTensor(), ct), t1 = L.in(a[1].toTensor(), ct), t2 = L.in(a[2].toTensor(), ct);
   Value v = L.scalar_arg(a[3], ct);
-  return one(L.g.convert(bin(L, OpCode::Add, s, bin(L, OpCode::Mul, v, bin(L, op, t1, t2))), dt));
+  // CPU's order, self + value * t1 op t2 = self + ((value * t1) op t2): near the dtype's max,
+  // value * (t1 / t2) stays finite where CPU's overflows to inf.
+  return one(L.g.convert(bin(L, OpCode::Add, s, bin(L, op, bin(L, OpCode::Mul, v, t1), t2)), dt));
 }
 
 std::vector<Value> fill(Lower& L, Args a) {

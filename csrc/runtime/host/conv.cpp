@@ -9,6 +9,7 @@
 //   HIGH     conv(hi(x), hi(w) + lo(w)) + conv(lo(x), hi(w)), two f32 convolutions.
 //   HIGHEST  f32 as stored.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <dnnl.hpp>
 #include <map>
@@ -123,6 +124,57 @@ void pack_weight_part(const void* src, float* dst, int64_t n, Part p) {
     case Part::Lo: return pack_flat<D, Part::Lo>(src, dst, n);
     case Part::HiPlusLo: return pack_flat<D, Part::HiPlusLo>(src, dst, n);
   }
+}
+
+// An lhs-dilated convolution (a transposed conv, a strided conv's input gradient) whose
+// weights hold an Inf or NaN: the holes between dilated input elements are not input
+// (StableHLO's lhs_dilation), so a hole times an Inf weight must not reach a sum. The
+// materialized input would put 0 * inf = NaN into outputs whose real taps are all finite
+// (CPU and XLA give the finite sum there); this direct loop skips the holes. Rare, so slow.
+template <DType D>
+void conv_skip_holes(const void* src, const float* w, float* y, const Geo& g, Part px) {
+  const auto* x = static_cast<const typename DT<D>::S*>(src);
+  auto load = [&](int64_t i) {
+    float v = static_cast<float>(DT<D>::load(x[i]));
+    switch (px) {
+      case Part::Value: return part<Part::Value>(v);
+      case Part::Hi: return part<Part::Hi>(v);
+      case Part::Lo: return part<Part::Lo>(v);
+      case Part::HiPlusLo: return part<Part::HiPlusLo>(v);
+    }
+    return v;
+  };
+  int64_t Cg = g.C / g.G, Og = g.O / g.G, yp = g.out_plane();
+  int64_t work = std::max<int64_t>(1, Cg * g.k_plane() * yp);
+  parallel_for(g.N * g.O, std::max<int64_t>(1, kParallelGrain / work), [&](int64_t b, int64_t e) {
+    for (int64_t no = b; no < e; ++no) {
+      int64_t n = no / g.O, o = no % g.O, grp = o / Og;
+      for (int64_t q = 0; q < yp; ++q) {
+        int64_t yo[3] = {q / (g.Y[1] * g.Y[2]), q / g.Y[2] % g.Y[1], q % g.Y[2]};
+        float acc = 0.0f;
+        for (int64_t c = 0; c < Cg; ++c)
+          for (int64_t k = 0; k < g.k_plane(); ++k) {
+            int64_t kk[3] = {k / (g.K[1] * g.K[2]), k / g.K[2] % g.K[1], k % g.K[2]}, idx = 0;
+            bool ok = true;
+            for (int d = 0; d < 3 && ok; ++d) {
+              int64_t p = yo[d] * g.str[d] + kk[d] * g.rd[d] - g.lo[d];
+              ok = p >= 0 && p % g.ld[d] == 0 && p / g.ld[d] < g.X[d];
+              idx = idx * g.X[d] + (ok ? p / g.ld[d] : 0);
+            }
+            if (ok) acc += load((n * g.C + grp * Cg + c) * g.in_plane() + idx) * w[(o * Cg + c) * g.k_plane() + k];
+          }
+        y[no * yp + q] = acc;
+      }
+    }
+  });
+}
+
+bool lhs_dilated(const Geo& g) { return g.ld[0] > 1 || g.ld[1] > 1 || g.ld[2] > 1; }
+
+bool all_finite(const float* w, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(w[i])) return false;
+  return true;
 }
 
 // ---- oneDNN primitives, cached by geometry -----------------------------------------------
@@ -280,9 +332,14 @@ void conv_kernel(const KernelArgs& a) {
       bool high = recipe == 2;
       Part px = D != DType::F32 || a.step.n->attrs.precision == ir::Precision::Highest ? Part::Value : Part::Hi;
       float *x0 = region<float>(a, kX0), *w0 = region<float>(a, kW0);
-      pack_input_part<D>(a.in[0], x0, g, px);
       pack_weight_part<D>(a.in[1], w0, wn, high ? Part::HiPlusLo : px);
-      run_prim(*prim, x0, w0, y, blk);
+      if (lhs_dilated(g) && !all_finite(w0, wn)) {
+        conv_skip_holes<D>(a.in[0], w0, y, g, high ? Part::Value : px);
+        high = false;
+      } else {
+        pack_input_part<D>(a.in[0], x0, g, px);
+        run_prim(*prim, x0, w0, y, blk);
+      }
       if (high) {
         float *x1 = region<float>(a, kX1), *w1 = region<float>(a, kW1), *y1 = region<float>(a, kY1);
         pack_input_part<D>(a.in[0], x1, g, Part::Lo);
