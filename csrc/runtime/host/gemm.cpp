@@ -1,4 +1,4 @@
-// host::gemm: oneDNN matmul for f32 and bf16 (one primitive per shape, layout and type,
+// host::gemm: a plain loop for tiny problems; oneDNN matmul for f32 and bf16 (one primitive per shape, layout and type,
 // created on first use and kept in a process-wide cache; a mutex guards the map, and oneDNN
 // allows executing one primitive from several threads); OpenBLAS dgemm for f64, and sgemm
 // for a single f32 GEMM when TORCH_TPU_GEMM=openblas. See docs/decisions/gemm.md.
@@ -6,15 +6,18 @@
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <cstring>
 #include <dnnl.hpp>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <tuple>
+#include <type_traits>
 
 #include "base/config.h"
 #include "base/error.h"
+#include "runtime/host/numeric.h"
 
 namespace torch_tpu::host {
 namespace {
@@ -68,6 +71,41 @@ std::shared_ptr<Entry> lookup(const GemmShape& s, GemmType t) {
   return cache.emplace(key, e).first->second;
 }
 
+// Problems this small (an 8x8 or 16x16 matmul, a few heads of a tiny attention) cost less in
+// a plain loop than oneDNN's per-call memory objects, cache lookup and stream (~1.5 us):
+// `bench dispatch`'s 8x8 matmul. f32 sums in k order; bf16 products are exact in f32, as in
+// the library kernels.
+constexpr int64_t kTinyGemm = 4096;  // batch * m * n * k
+
+// bf16 operands reach gemm only where the CPU has a native bf16 kernel, which treats subnormal
+// bf16 inputs as zero (as a TPU's matrix unit does): so does this loop, whatever the size.
+template <typename T>
+float ld(T v) {
+  if constexpr (std::is_same_v<T, float>) return v;
+  else return (v & 0x7F80u) == 0 ? 0.0f : bf16_to_f32(v);
+}
+
+template <typename T>
+void gemm_tiny(const GemmShape& s, const T* a, const T* b, float* c) {
+  const int64_t m = s.m, n = s.n, k = s.k;
+  for (int64_t bi = 0; bi < s.batch; ++bi) {
+    const T* A = a + bi * m * k;
+    const T* B = b + bi * k * n;
+    float* C = c + bi * m * n;
+    for (int64_t i = 0; i < m; ++i) {
+      float* row = C + i * n;
+      std::fill(row, row + n, 0.0f);
+      for (int64_t kk = 0; kk < k; ++kk) {
+        float av = ld(s.trans_a ? A[kk * m + i] : A[i * k + kk]);
+        if (s.trans_b)
+          for (int64_t j = 0; j < n; ++j) row[j] += av * ld(B[j * k + kk]);
+        else
+          for (int64_t j = 0; j < n; ++j) row[j] += av * ld(B[kk * n + j]);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 bool gemm_has_bf16() {
@@ -86,6 +124,11 @@ void gemm(const GemmShape& s, GemmType t, const void* a, const void* b, float* c
   if (s.batch == 0 || s.m == 0 || s.n == 0) return;
   if (s.k == 0) {
     std::memset(c, 0, sizeof(float) * s.batch * s.m * s.n);
+    return;
+  }
+  if (s.batch * s.m * s.n * s.k <= kTinyGemm) {
+    if (t == GemmType::F32) gemm_tiny(s, static_cast<const float*>(a), static_cast<const float*>(b), c);
+    else gemm_tiny(s, static_cast<const uint16_t*>(a), static_cast<const uint16_t*>(b), c);
     return;
   }
   TPU_CHECK(t == GemmType::F32 || gemm_has_bf16(), "[host gemm] no bf16 kernel on this CPU");
