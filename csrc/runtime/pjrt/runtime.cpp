@@ -112,8 +112,14 @@ class PjrtRuntime final : public runtime::Runtime {
     // an 8x8 dot) on its own thread pool, and this runtime's worker then waits for it: two
     // thread switches per op (an 8x8 matmul ~28 us instead of ~6 us on 2 cores). The stream's
     // worker already hides execution from the caller, so that client runs executions on the
-    // calling thread ("asynchronous" = false, a create option only that plugin knows).
-    if (client_->platform_name() == "cpu") client_ = Client::create(plugin, {{"asynchronous", false}});
+    // calling thread ("asynchronous" = false, a create option only that plugin knows; a
+    // build that refuses it keeps the default client).
+    if (client_->platform_name() == "cpu") {
+      try {
+        client_ = Client::create(plugin, {{"asynchronous", false}});
+      } catch (const Error&) {
+      }
+    }
     if (const char* d = std::getenv("TORCH_TPU_DUMP")) dump_dir_ = d;
     const Plugin& p = client_->plugin();
     identity_ = "platform=" + client_->platform_name() + " " + client_->platform_version() +
