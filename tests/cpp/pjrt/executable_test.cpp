@@ -1,6 +1,6 @@
 // Executable: compile StableHLO text and run it (shared/notes/pjrt.md §4.2 module against a
 // reference computed here), multiple outputs, donation, serialize / deserialize, portable
-// executables, error paths. Prints compile / execute timings.
+// executables, the synchronous XLA CPU client, error paths. Prints compile / execute timings.
 #include <chrono>
 #include <cmath>
 
@@ -96,6 +96,26 @@ TEST(PjrtExecutable, DotGeneralAndReduce) {
   EXPECT_FALSE(ex.portable());
   check_dot_reduce(*c, ex);
   check_dot_reduce(*c, ex);  // an executable runs many times
+}
+
+// The pjrt runtime creates its XLA CPU client with "asynchronous" = false (docs/decisions/
+// pjrt-plugin.md, "Per-op latency"): an execution XLA deems not cheap (this dot: 1024 flops,
+// otherwise sent to XLA's thread pool) then runs inside execute(), done when it returns.
+TEST(PjrtExecutable, SynchronousCpuClientRunsInsideExecute) {
+  TPU_PJRT_CLIENT_OR_SKIP(shared);
+  if (shared->platform_name() != "cpu")
+    GTEST_SKIP() << "a create option of the XLA CPU plugin; platform is " << shared->platform_name();
+  std::shared_ptr<Client> c = Client::create(shared->plugin(), {{"asynchronous", false}});
+  Executable ex = c->compile(kDotReduce);
+  DotInputs in;
+  DeviceBuffer a = upload(*c, in.a, ir::DType::F32, {4, 8}), b = upload(*c, in.b, ir::DType::F32, {8, 16});
+  for (int i = 0; i < 3; ++i) {
+    ExecuteResult r = ex.execute({&a, &b});
+    EXPECT_TRUE(r.done.is_ready()) << "run " << i;
+    r.done.await();
+    expect_near(download<float>(r.outputs[0]), in.prod);
+    expect_near(download<float>(r.outputs[1]), in.rows);
+  }
 }
 
 TEST(PjrtExecutable, MultipleOutputsOfSeveralDtypes) {
