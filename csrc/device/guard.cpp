@@ -127,6 +127,7 @@ struct TpuGuardImpl final : c10::impl::DeviceGuardImplInterface {
     }
     e->dev = dev;
     if (e->timing) {
+      runtime::stream::flush_deferred(dev);  // deferred work (a foreach run) is before the event
       auto stamp = std::make_shared<std::atomic<int64_t>>(0);
       e->stamp_ns = stamp;
       runtime::stream::enqueue(dev, "event_record", [stamp] { stamp->store(now_ns()); });

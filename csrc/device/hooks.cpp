@@ -64,7 +64,10 @@ struct TpuHooks final : at::PrivateUse1HooksInterface {
     size_t keep = std::min(impl->nbytes(), newsize);
     // Queued after the pending commands that may still write the old buffer; the old block
     // is reused only after the copy (stream order).
-    if (keep > 0 && impl->data() != nullptr) copy_bytes(dev, fresh.get(), impl->data(), keep);
+    if (keep > 0 && impl->data() != nullptr) {
+      runtime::stream::flush_deferred(dev);  // and after deferred ones (the fused window)
+      copy_bytes(dev, fresh.get(), impl->data(), keep);
+    }
     impl->set_data_ptr_noswap(std::move(fresh));
     impl->set_nbytes(newsize);
   }

@@ -197,7 +197,7 @@ std::shared_ptr<Program> end_capture(int dev, const std::vector<at::Tensor>& inp
   w.g.set_outputs(outs);
   p->graph = w.g;
   try {
-    p->exe = compiled(p->graph.hash(), p->graph);
+    p->exe = compiled(p->graph.hash(), p->graph, "torch.compile");
   } catch (const std::exception& e) {
     reset(w);
     TORCH_CHECK(false, "[torch.compile] compiling the captured graph failed: ", e.what());

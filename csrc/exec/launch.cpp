@@ -12,10 +12,10 @@
 
 namespace torch_tpu::exec {
 
-std::shared_ptr<runtime::Executable> compiled(uint64_t key, const ir::Graph& g) {
+std::shared_ptr<runtime::Executable> compiled(uint64_t key, const ir::Graph& g, const char* name) {
   auto& cache = runtime::CompileCache::global();
   if (auto exe = cache.find(key)) return exe;
-  return cache.insert(key, g, runtime::current());
+  return cache.insert(key, g, runtime::current(), name);
 }
 
 namespace {

@@ -15,7 +15,7 @@ namespace torch_tpu::exec {
 
 // The executable for graph `g` (hash `key`) from the compile cache shared by every mode,
 // compiled by the process's runtime on a miss. Throws torch_tpu::Error / NotImplemented.
-std::shared_ptr<runtime::Executable> compiled(uint64_t key, const ir::Graph& g);
+std::shared_ptr<runtime::Executable> compiled(uint64_t key, const ir::Graph& g, const char* name = nullptr);
 
 // The runtime view of storage `st` seen as `m` (no buffer for an empty view). `write`
 // materializes a copy-on-write storage first; a read leaves it shared.

@@ -70,7 +70,7 @@ void flush_locked(Window& w, int dev, const std::string& reason) {
   w.g.set_outputs(outs);
   std::shared_ptr<runtime::Executable> exe;
   try {
-    exe = compiled(w.g.hash(), w.g);
+    exe = compiled(w.g.hash(), w.g, "fused_window");
   } catch (const std::exception& e) {
     reset(w);
     TORCH_CHECK(false, "[fused window] compiling the deferred graph failed: ", e.what());

@@ -56,6 +56,9 @@ void init_exec_bindings(py::module_& m) {
       x["key"] = e.key;
       x["compilation_duration"] = e.compilation_duration_us;
       x["read_count"] = e.read_count;
+      x["name"] = e.name;
+      x["signature"] = e.signature;
+      x["miss_index"] = e.miss_index;
       entries.append(x);
     }
     d["per_entry_stats"] = entries;

@@ -17,7 +17,26 @@ std::shared_ptr<Executable> CompileCache::find(uint64_t key) {
   return it->second.exe;
 }
 
-std::shared_ptr<Executable> CompileCache::insert(uint64_t key, const ir::Graph& graph, Runtime& rt) {
+namespace {
+// "f32[4,16] i64[] -> f32[4,16]": the graph's parameters and outputs, in order.
+std::string signature(const ir::Graph& g) {
+  std::string s;
+  auto add = [&s](ir::DType dt, const ir::Shape& shape) {
+    if (!s.empty() && s.back() != ' ') s += ' ';
+    s += ir::dtype_name(dt);
+    s += ir::shape_str(shape);
+  };
+  for (const ir::Node& n : g.nodes())
+    if (n.is_param) add(n.dtype, n.shape);
+  s += s.empty() ? "-> " : " -> ";
+  for (ir::Value v : g.outputs()) add(g.dtype(v), g.shape(v));
+  return s;
+}
+}  // namespace
+
+std::shared_ptr<Executable> CompileCache::insert(uint64_t key, const ir::Graph& graph, Runtime& rt,
+                                                 const char* name) {
+  std::string sig = signature(graph);
   auto t0 = std::chrono::steady_clock::now();
   auto exe = rt.compile(graph);
   auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
@@ -27,6 +46,9 @@ std::shared_ptr<Executable> CompileCache::insert(uint64_t key, const ir::Graph& 
   e.stats.key = key;
   e.stats.compilation_duration_us = us;
   e.stats.read_count = 1;
+  e.stats.name = name ? name : "";
+  e.stats.signature = std::move(sig);
+  e.stats.miss_index = reqs_ - hits_;
   e.used = ++tick_;
   if (map_.size() > capacity_) evict_locked();
   return exe;
@@ -64,10 +86,10 @@ void CompileCache::evict_locked() {
   }
 }
 
-std::shared_ptr<Executable> CompileCache::get(const ir::Graph& graph, Runtime& rt) {
+std::shared_ptr<Executable> CompileCache::get(const ir::Graph& graph, Runtime& rt, const char* name) {
   uint64_t key = graph.hash();
   if (auto exe = find(key)) return exe;
-  return insert(key, graph, rt);
+  return insert(key, graph, rt, name);
 }
 
 CacheStats CompileCache::stats() const {

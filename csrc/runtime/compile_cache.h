@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -19,6 +20,10 @@ struct CacheEntryStats {
   uint64_t key = 0;
   int64_t compilation_duration_us = 0;
   int64_t read_count = 0;
+  // What compiled it (the op, "fused_window", "torch.compile"), and its parameters
+  // and outputs ("f32[4,16] i64[] -> f32[4,16]"): which programs a loop compiles, per which shapes.
+  std::string name, signature;
+  int64_t miss_index = 0;  // misses counted when it was compiled (its place in compile order)
 };
 
 struct CacheStats {
@@ -30,10 +35,11 @@ struct CacheStats {
 class CompileCache {
  public:
   // Returns the executable for `graph` (by its structural hash), compiling it on a miss.
-  std::shared_ptr<Executable> get(const ir::Graph& graph, Runtime& rt);
+  // `name` labels the entry in stats() (copied).
+  std::shared_ptr<Executable> get(const ir::Graph& graph, Runtime& rt, const char* name = nullptr);
   // Lookup by a caller-computed key (skips hashing the graph); nullptr on a miss.
   std::shared_ptr<Executable> find(uint64_t key);
-  std::shared_ptr<Executable> insert(uint64_t key, const ir::Graph& graph, Runtime& rt);
+  std::shared_ptr<Executable> insert(uint64_t key, const ir::Graph& graph, Runtime& rt, const char* name = nullptr);
   CacheStats stats() const;
   void clear();
   size_t capacity() const { return capacity_; }

@@ -207,10 +207,12 @@ class BucketedGraph:
         example = []
         for i in tensor_pos:
             a = args[i]
-            for d in plan["pad_dims"].get(i, ()):
+            dims = plan["pad_dims"].get(i, ())
+            if dims:  # zeros made on the host and uploaded: no zero-fill program per bucket
                 shape = list(a.shape)
-                shape[d] = B
-                a = a.new_zeros(shape)
+                for d in dims:
+                    shape[d] = B
+                a = torch.zeros(shape, dtype=a.dtype).to(a.device)
             example.append(a.detach().requires_grad_(args[i].requires_grad))
         dev = next((e.device for e in example if isinstance(e, torch.Tensor) and e.device.type == "tpu"), None)
         example.append(torch.tensor(min(B, 1), dtype=torch.int64, device=dev))

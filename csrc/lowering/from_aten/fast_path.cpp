@@ -217,7 +217,7 @@ std::vector<at::Tensor> replay(const Entry& e, Args args, const char* name) {
     return dsts;
   }
   if (exec::has_pending(dev)) exec::flush(dev);
-  exec::Launch l(name, exec::compiled(e.key, *e.graph));
+  exec::Launch l(name, exec::compiled(e.key, *e.graph, name));
   for (const Entry::Src& s : e.srcs) {
     if (s.arg >= 0) l.read(args[s.arg].toTensor(), s.dtype);
     else l.scalar(bits_at_replay(s, args), s.dtype);

@@ -187,7 +187,7 @@ void Lower::launch(const std::vector<at::Tensor>& dsts, std::vector<at::Tensor> 
   if (exec::has_pending(dev)) exec::flush(dev);  // e.g. a strict op on the autograd thread
   std::shared_ptr<runtime::Executable> exe;
   try {
-    exe = exec::compiled(g.hash(), g);
+    exe = exec::compiled(g.hash(), g, op_);
   } catch (const torch_tpu::NotImplemented& e) {
     TORCH_CHECK_NOT_IMPLEMENTED(false, "[", op_, "] ", e.what());
   } catch (const torch_tpu::Error& e) {

@@ -49,7 +49,10 @@ void maybe_grow_storage(const at::Tensor& self, size_t needed) {
   // them (stream order); no sync. The new memory is on the tensor's device.
   c10::DeviceGuard guard(self.device());
   at::DataPtr fresh = device::allocator()->allocate(needed);
-  if (st->nbytes() && st->data()) device::copy_bytes(self.device().index(), fresh.get(), st->data(), st->nbytes());
+  if (st->nbytes() && st->data()) {
+    runtime::stream::flush_deferred(self.device().index());  // deferred writes of the old contents first
+    device::copy_bytes(self.device().index(), fresh.get(), st->data(), st->nbytes());
+  }
   st->set_data_ptr_noswap(std::move(fresh));
   st->set_nbytes(needed);
 }

@@ -1,5 +1,7 @@
-// Transfers: cpu->tpu stages a private copy read by a graph as a host operand; tpu->cpu is a
-// runtime read queued on the stream and waited for; tpu->tpu is an IR graph (convert + write).
+// Transfers: cpu->tpu stages a private copy and writes it with the runtime (into a whole,
+// contiguous storage, outside the fused window) or reads it in a graph as a host operand;
+// tpu->cpu is a runtime read queued on the stream and waited for; tpu->tpu is an IR graph
+// (convert + write).
 #include "lowering/from_aten/transfer.h"
 
 #include <atomic>
@@ -7,6 +9,7 @@
 #include "device/device.h"
 #include "exec/stream.h"
 #include "exec/launch.h"
+#include "exec/window.h"
 #include "lowering/from_aten/lower.h"
 #include "runtime/runtime.h"
 
@@ -30,6 +33,24 @@ void download(const at::Tensor& t, const at::Tensor& dst) {
     runtime::stream::enqueue(dev, "to_host", [v = std::move(v), out] { runtime::current().read(v, out); });
   }
   exec::wait(dev, runtime::stream::queued(dev));
+}
+
+// Writes `staged` (contiguous CPU, dst's dtype and sizes) into dst by a runtime write queued
+// on the stream: no program, so a batch of a new shape compiles nothing (a graph reading a
+// host operand is one program per shape). Only where that write is cheap on every runtime
+// (dst is its whole storage: pjrt replaces the buffer's value) and ordered with the other
+// work (not in the fused window, which records the copy as a graph instead). False: not taken.
+bool upload(const at::Tensor& staged, const at::Tensor& dst) {
+  if (exec::mode() == exec::Mode::Fused || !dst.is_contiguous() || dst.storage_offset() != 0 ||
+      dst.nbytes() != dst.storage().nbytes() || dst.is_conj() || dst.is_neg())
+    return false;
+  int dev = dst.device().index();
+  if (exec::has_pending(dev)) exec::flush(dev);  // e.g. a fused op of another thread's window
+  runtime::View v = exec::device_view(dst.storage(), exec::meta_of(dst, to_ir(dst.scalar_type(), "aten::copy_")), true);
+  const auto* src = static_cast<const std::byte*>(staged.const_data_ptr());
+  exec::enqueue(dev, "to_device", [v = std::move(v), src, keep = staged] { runtime::current().write(v, src); },
+                /*small=*/dst.nbytes() <= (size_t{1} << 16));
+  return true;
 }
 }  // namespace
 
@@ -65,10 +86,11 @@ void copy(const at::Tensor& src, const at::Tensor& dst) {
     // A private contiguous snapshot in dst's dtype and shape, so src may change right away.
     at::Tensor staged = at::empty(dst.sizes(), src.options().dtype(dst.scalar_type()));
     staged.copy_(src);
+    g_h2d += staged.nbytes();
+    if (upload(staged, dst)) return;
     Lower L("aten::copy_");
     Value v = L.in_host(staged);
     L.run_into({v}, {dst});
-    g_h2d += staged.nbytes();
     return;
   }
   TORCH_CHECK(dst.is_cpu(), "[aten::copy_] cannot copy from tpu to ", dst.device(), "; expected a cpu destination");
