@@ -66,6 +66,29 @@ def test_from_pretrained_missing_tensor_reports_like_cpu(checkpoint, tmp_path):
     assert m.model.layers[1].mlp.up_proj.weight.device.type == "tpu"
 
 
+def test_from_pretrained_unsupported_dtype_tensor(checkpoint, tmp_path):
+    # A float8 tensor in the checkpoint: tpu stores no float8, but loading casts to the model's
+    # dtype as on CPU, so the tpu model holds CPU's values; a float8 tensor moved to tpu by hand
+    # is a clear error naming the dtype.
+    from safetensors.torch import load_file, save_file
+
+    for f in ("config.json", "generation_config.json"):
+        if (checkpoint / f).exists():
+            (tmp_path / f).write_bytes((checkpoint / f).read_bytes())
+    sd = load_file(str(checkpoint / "model.safetensors"))
+    name = "model.layers.1.mlp.up_proj.weight"
+    sd[name] = sd[name].to(torch.float8_e4m3fn)
+    save_file(sd, str(tmp_path / "model.safetensors"), metadata={"format": "pt"})
+    Auto = transformers.AutoModelForCausalLM
+    cpu = Auto.from_pretrained(tmp_path)
+    dev = Auto.from_pretrained(tmp_path, device_map="tpu")
+    w_cpu, w_dev = cpu.model.layers[1].mlp.up_proj.weight, dev.model.layers[1].mlp.up_proj.weight
+    assert w_dev.device.type == "tpu" and w_dev.dtype == w_cpu.dtype
+    assert torch.equal(w_dev.cpu(), w_cpu)
+    with pytest.raises(NotImplementedError, match="Float8_e4m3fn"):
+        sd[name].to("tpu")
+
+
 def test_tied_hf_model_trains_like_cpu():
     ref = _tiny_llama()
     dev = copy.deepcopy(ref)
