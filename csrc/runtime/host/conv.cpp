@@ -126,6 +126,35 @@ void pack_weight_part(const void* src, float* dst, int64_t n, Part p) {
   }
 }
 
+// The convolution as a direct loop over real taps (padding and lhs-dilation holes are skipped):
+// y(no * out_plane + q) = sum of x(input index) * w(weight index), accumulated in Acc.
+template <typename Acc, typename X, typename W, typename Y>
+void direct_loop(const Geo& g, X x, W w, Y y) {
+  int64_t Cg = g.C / g.G, Og = g.O / g.G, yp = g.out_plane();
+  int64_t work = std::max<int64_t>(1, Cg * g.k_plane() * yp);
+  parallel_for(g.N * g.O, std::max<int64_t>(1, kParallelGrain / work), [&](int64_t b, int64_t e) {
+    for (int64_t no = b; no < e; ++no) {
+      int64_t n = no / g.O, o = no % g.O, grp = o / Og;
+      for (int64_t q = 0; q < yp; ++q) {
+        int64_t yo[3] = {q / (g.Y[1] * g.Y[2]), q / g.Y[2] % g.Y[1], q % g.Y[2]};
+        Acc acc = 0;
+        for (int64_t c = 0; c < Cg; ++c)
+          for (int64_t k = 0; k < g.k_plane(); ++k) {
+            int64_t kk[3] = {k / (g.K[1] * g.K[2]), k / g.K[2] % g.K[1], k % g.K[2]}, idx = 0;
+            bool ok = true;
+            for (int d = 0; d < 3 && ok; ++d) {
+              int64_t p = yo[d] * g.str[d] + kk[d] * g.rd[d] - g.lo[d];
+              ok = p >= 0 && p % g.ld[d] == 0 && p / g.ld[d] < g.X[d];
+              idx = idx * g.X[d] + (ok ? p / g.ld[d] : 0);
+            }
+            if (ok) acc += x((n * g.C + grp * Cg + c) * g.in_plane() + idx) * w((o * Cg + c) * g.k_plane() + k);
+          }
+        y(no * yp + q, acc);
+      }
+    }
+  });
+}
+
 // An lhs-dilated convolution (a transposed conv, a strided conv's input gradient) whose
 // weights hold an Inf or NaN: the holes between dilated input elements are not input
 // (StableHLO's lhs_dilation), so a hole times an Inf weight must not reach a sum. The
@@ -144,29 +173,7 @@ void conv_skip_holes(const void* src, const float* w, float* y, const Geo& g, Pa
     }
     return v;
   };
-  int64_t Cg = g.C / g.G, Og = g.O / g.G, yp = g.out_plane();
-  int64_t work = std::max<int64_t>(1, Cg * g.k_plane() * yp);
-  parallel_for(g.N * g.O, std::max<int64_t>(1, kParallelGrain / work), [&](int64_t b, int64_t e) {
-    for (int64_t no = b; no < e; ++no) {
-      int64_t n = no / g.O, o = no % g.O, grp = o / Og;
-      for (int64_t q = 0; q < yp; ++q) {
-        int64_t yo[3] = {q / (g.Y[1] * g.Y[2]), q / g.Y[2] % g.Y[1], q % g.Y[2]};
-        float acc = 0.0f;
-        for (int64_t c = 0; c < Cg; ++c)
-          for (int64_t k = 0; k < g.k_plane(); ++k) {
-            int64_t kk[3] = {k / (g.K[1] * g.K[2]), k / g.K[2] % g.K[1], k % g.K[2]}, idx = 0;
-            bool ok = true;
-            for (int d = 0; d < 3 && ok; ++d) {
-              int64_t p = yo[d] * g.str[d] + kk[d] * g.rd[d] - g.lo[d];
-              ok = p >= 0 && p % g.ld[d] == 0 && p / g.ld[d] < g.X[d];
-              idx = idx * g.X[d] + (ok ? p / g.ld[d] : 0);
-            }
-            if (ok) acc += load((n * g.C + grp * Cg + c) * g.in_plane() + idx) * w[(o * Cg + c) * g.k_plane() + k];
-          }
-        y[no * yp + q] = acc;
-      }
-    }
-  });
+  direct_loop<float>(g, load, [&](int64_t i) { return w[i]; }, [&](int64_t i, float acc) { y[i] = acc; });
 }
 
 bool lhs_dilated(const Geo& g) { return g.ld[0] > 1 || g.ld[1] > 1 || g.ld[2] > 1; }
@@ -368,31 +375,9 @@ void conv_direct_kernel(const KernelArgs& a) {
   const S* x = static_cast<const S*>(a.in[0]);
   const S* w = static_cast<const S*>(a.in[1]);
   S* y = static_cast<S*>(a.out);
-  int64_t Cg = g.C / g.G, Og = g.O / g.G, yp = g.out_plane();
-  int64_t work = std::max<int64_t>(1, Cg * g.k_plane() * yp);
-  parallel_for(g.N * g.O, std::max<int64_t>(1, kParallelGrain / work), [&](int64_t b, int64_t e) {
-    for (int64_t no = b; no < e; ++no) {
-      int64_t n = no / g.O, o = no % g.O, grp = o / Og;
-      for (int64_t q = 0; q < yp; ++q) {
-        int64_t yo[3] = {q / (g.Y[1] * g.Y[2]), q / g.Y[2] % g.Y[1], q % g.Y[2]};
-        Acc acc = 0;
-        for (int64_t c = 0; c < Cg; ++c)
-          for (int64_t k = 0; k < g.k_plane(); ++k) {
-            int64_t kk[3] = {k / (g.K[1] * g.K[2]), k / g.K[2] % g.K[1], k % g.K[2]}, idx = 0;
-            bool ok = true;
-            for (int d = 0; d < 3 && ok; ++d) {
-              int64_t p = yo[d] * g.str[d] + kk[d] * g.rd[d] - g.lo[d];
-              ok = p >= 0 && p % g.ld[d] == 0 && p / g.ld[d] < g.X[d];
-              idx = idx * g.X[d] + (ok ? p / g.ld[d] : 0);
-            }
-            if (ok)
-              acc += static_cast<Acc>(x[(n * g.C + grp * Cg + c) * g.in_plane() + idx]) *
-                     static_cast<Acc>(w[(o * Cg + c) * g.k_plane() + k]);
-          }
-        y[no * yp + q] = static_cast<S>(acc);
-      }
-    }
-  });
+  direct_loop<Acc>(
+      g, [&](int64_t i) { return static_cast<Acc>(x[i]); }, [&](int64_t i) { return static_cast<Acc>(w[i]); },
+      [&](int64_t i, Acc acc) { y[i] = static_cast<S>(acc); });
 }
 
 }  // namespace
