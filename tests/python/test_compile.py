@@ -3,10 +3,8 @@ Compiled results equal eager (forward, backward, GPT loss and every gradient), t
 shapes never recapture, graph breaks and sync points fall back to eager for their part,
 input mutation is written back, and a plain torch.compile on tpu tensors uses our backend."""
 import copy
-import importlib.util
 import json
 import os
-import pathlib
 import subprocess
 import sys
 
@@ -18,12 +16,11 @@ import torch.nn.functional as F
 import torch_tpu
 from torch_tpu._internal import compile as tc
 
+import example_loader
+
 HIGHEST = torch_tpu.Precision.HIGHEST
 
-_spec = importlib.util.spec_from_file_location(
-    "gpt_example", pathlib.Path(__file__).resolve().parents[2] / "examples" / "gpt.py")
-gpt = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(gpt)
+gpt = example_loader.load("gpt")
 
 
 @pytest.fixture(autouse=True)

@@ -3,8 +3,6 @@ dynamic sequence dim is padded to a bucket and masked; every result equals PyTor
 unpadded inputs, forward and backward; one capture serves every size of a bucket; a graph
 with an op that has no masking rule refuses and runs per size, still correct."""
 import copy
-import importlib.util
-import pathlib
 import warnings
 
 import pytest
@@ -15,12 +13,11 @@ import torch_tpu
 from torch_tpu._internal import buckets
 from torch_tpu._internal import compile as tc
 
+import example_loader
+
 HIGHEST = torch_tpu.Precision.HIGHEST
 
-_spec = importlib.util.spec_from_file_location(
-    "gpt_example", pathlib.Path(__file__).resolve().parents[2] / "examples" / "gpt.py")
-gpt = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(gpt)
+gpt = example_loader.load("gpt")
 
 
 @pytest.fixture(autouse=True)

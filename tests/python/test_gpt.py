@@ -3,18 +3,15 @@ parameter gradient; 30 AdamW(foreach) + clip_grad_norm_ steps track CPU's losses
 with a fixed seed is deterministic; nothing falls back to CPU. The model is examples/gpt.py
 at a reduced size (2 layers, context 32) to keep the suite fast."""
 import copy
-import importlib.util
-import pathlib
 
 import pytest
 import torch
 
 import torch_tpu
 
-_spec = importlib.util.spec_from_file_location(
-    "gpt_example", pathlib.Path(__file__).resolve().parents[2] / "examples" / "gpt.py")
-gpt = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(gpt)
+import example_loader
+
+gpt = example_loader.load("gpt")
 
 CHARS, DATA = gpt.load_data()
 HIGHEST = torch_tpu.Precision.HIGHEST

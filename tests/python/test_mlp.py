@@ -1,18 +1,15 @@
 """The foundation's end-to-end check: an MLP (Linear, LayerNorm, GELU, ReLU, Dropout,
 cross-entropy, AdamW) trains on tpu with CPU's losses."""
 import copy
-import importlib.util
-import pathlib
 
 import pytest
 import torch
 
 import torch_tpu
 
-_spec = importlib.util.spec_from_file_location(
-    "mlp_example", pathlib.Path(__file__).resolve().parents[2] / "examples" / "mlp.py")
-mlp = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(mlp)
+import example_loader
+
+mlp = example_loader.load("mlp")
 
 
 def _run(precision, steps=50, p_drop=0.0):
