@@ -100,6 +100,30 @@ def test_default_rounds_inputs_to_nearest_even_bit_for_bit():
     assert torch.equal(got, x.bfloat16().float())  # PyTorch's own conversion is RNE too
 
 
+@pytest.mark.parametrize("m,k,n,trans_a", [(1, 1024, 4096, False), (8, 1024, 4096, False), (13, 256, 1000, True),
+                                             (16, 64, 300, False), (17, 256, 1000, False)])
+def test_default_few_rows_rounds_each_operand(m, k, n, trans_a):
+    # DEFAULT = exact products of bf16-rounded operands summed in f32, for decode's few-row
+    # dots (a fused rounding pass) as for the rest (packed operands): within f32 summation
+    # error of the f64 product of the rounded operands, and far from the unrounded product.
+    g = torch.Generator().manual_seed(m * 7 + n)
+    a = torch.randn(k, m, generator=g).t() if trans_a else torch.randn(m, k, generator=g)
+    b = torch.randn(k, n, generator=g)
+    if m > 1:  # NaN, Inf and a subnormal in the last row (rows of NaN/Inf results)
+        a[m - 1, :3] = torch.tensor([float("nan"), float("inf"), 1e-40])
+    b[5, :2] = torch.tensor([float("-inf"), 1e-39])
+    want = a.bfloat16().double() @ b.bfloat16().double()
+    with torch_tpu.precision(Precision.DEFAULT):
+        got = (a.to("tpu") @ b.to("tpu")).cpu().double()
+    finite = torch.isfinite(want)
+    assert torch.equal(torch.isnan(got), torch.isnan(want)) and torch.equal(got[~finite & ~torch.isnan(want)], want[~finite & ~torch.isnan(want)])
+    scale = a.abs().bfloat16().double() @ b.abs().bfloat16().double()
+    err = ((got - want).abs() / scale.clamp_min(1e-30))[finite & torch.isfinite(scale)]
+    assert err.max().item() < k * 2.0**-24, err.max().item()
+    exact = a.double() @ b.double()
+    assert ((got - exact).abs() / scale.clamp_min(1e-30))[finite & torch.isfinite(scale)].max().item() > 2.0**-12
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_low_precision_inputs_ignore_the_mode(dtype):
     fn, a, b = _ops()["mm"]
