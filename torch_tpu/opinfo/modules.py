@@ -69,6 +69,11 @@ def run_input(mi, name, inp, grad, training=True):
     seed(0)
     try:
         m_cpu = mi.module_cls(*ci.args, **ci.kwargs)
+        if any(torch.nn.parameter.is_lazy(p) for p in m_cpu.parameters()):
+            # Lazy modules draw their weights at the first forward: do it once on CPU, so both
+            # sides start from the same weights (tpu's generator is its own, as CUDA's).
+            with torch.no_grad():
+                m_cpu(*fi.args, **fi.kwargs)
         m_c, out_c, leaves_c = _side(mi, m_cpu, fi, "cpu", training)
     except Exception as e:
         raise SkipSample(f"CPU raised {type(e).__name__}") from None
