@@ -73,35 +73,45 @@ class Stream {
     push_locked(lk, name, std::move(fn), obs, tag);
   }
 
-  // Runs the command on the calling thread when the stream is idle (see run_or_enqueue).
-  void push_or_run(const char* name, std::function<void()> fn) {
+  // Runs `f` on the calling thread as the stream's next command when the stream is idle (see
+  // run_or_enqueue) and returns true; false (nothing run, nothing queued) otherwise.
+  template <class F>
+  bool try_run(const char* name, F&& f) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      // A command running (on the worker or inline) that queues a follow-up queues it.
+      if (t_worker || inline_ || enqueued_.load(std::memory_order_relaxed) != completed_.load(std::memory_order_relaxed))
+        return false;
+      inline_ = true;
+      enqueued_.fetch_add(1, std::memory_order_relaxed);
+    }
     const Observer* obs = g_observer.load(std::memory_order_acquire);
     uint64_t tag = obs ? obs->on_enqueue(dev_, name) : 0;
-    {
-      std::unique_lock<std::mutex> lk(mu_);
-      // A command running (on the worker or inline) that queues a follow-up queues it.
-      if (t_worker || inline_ || enqueued_ != completed_) return push_locked(lk, name, std::move(fn), obs, tag);
-      inline_ = true;
-      ++enqueued_;
-    }
-    Command c{name, std::move(fn), obs, tag};
     t_worker = true;  // the command must not wait on a stream, as on the worker
     auto t0 = std::chrono::steady_clock::now();
-    run_one(c);
+    run_one(name, f, obs, tag);
     busy_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
                            .count(),
                        std::memory_order_relaxed);
-    c.fn = nullptr;  // releases what the command captured, outside the lock
     t_worker = false;
     bool wake;
     {
       std::lock_guard<std::mutex> lk(mu_);
-      ++completed_;
+      completed_.fetch_add(1, std::memory_order_release);
       inline_ = false;
       wake = sleeping_ && !q_.empty();  // commands queued meanwhile waited for this one
     }
     done_cv_.notify_all();
     if (wake) cv_.notify_one();
+    return true;
+  }
+
+  void push_or_run(const char* name, std::function<void()> fn) {
+    if (try_run(name, fn)) {
+      fn = nullptr;  // releases what the command captured, outside the lock
+      return;
+    }
+    push(name, std::move(fn));
   }
 
   void push_locked(std::unique_lock<std::mutex>& lk, const char* name, std::function<void()> fn,
@@ -114,21 +124,17 @@ class Stream {
       done_cv_.wait(lk, [&] { return enqueued_ - completed_ < max_queued() * 3 / 4; });
     }
     q_.push_back({name, std::move(fn), obs, tag});
-    ++enqueued_;
+    enqueued_.fetch_add(1, std::memory_order_relaxed);
     bool wake = sleeping_ && !inline_;  // an inline runner wakes the worker when it is done
     pending_.store(true, std::memory_order_relaxed);
     lk.unlock();
     if (wake) cv_.notify_one();  // a busy or spinning worker needs no syscall
   }
 
-  uint64_t mark() {
-    std::lock_guard<std::mutex> lk(mu_);
-    return enqueued_;
-  }
-  bool done(uint64_t m) {
-    std::lock_guard<std::mutex> lk(mu_);
-    return completed_ >= m;
-  }
+  // Lock-free reads: the counters only grow, under mu_ (a free in the allocator asks for the
+  // position once per tensor).
+  uint64_t mark() { return enqueued_.load(std::memory_order_acquire); }
+  bool done(uint64_t m) { return completed_.load(std::memory_order_acquire) >= m; }
   void drain(uint64_t m) {
     TPU_CHECK(!t_worker, "[stream] a stream command waited on a stream; got a wait from a worker thread, "
               "expected waits only from user threads");
@@ -195,7 +201,7 @@ class Stream {
       int64_t ran = 0;
       auto t0 = std::chrono::steady_clock::now();
       for (Command& c : batch) {
-        run_one(c);
+        run_one(c.name, c.fn, c.observer, c.tag);
         ++ran;
       }
       busy_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
@@ -203,7 +209,7 @@ class Stream {
                          std::memory_order_relaxed);
       batch.clear();  // releases what the commands captured, on this thread
       lk.lock();
-      completed_ += ran;
+      completed_.fetch_add(ran, std::memory_order_release);
       done_cv_.notify_all();
     }
   }
@@ -211,17 +217,18 @@ class Stream {
   // A failed command leaves its outputs unspecified; the commands after it still run (those
   // that do not read those outputs compute correct values), and the first error waits for
   // the next wait(). Dropping them would silently leave later tensors unwritten.
-  void run_one(Command& c) {
+  template <class F>
+  void run_one(const char* name, F& fn, const Observer* observer, uint64_t tag) {
     std::string err;
     ErrorKind kind = ErrorKind::Runtime;
     // The message names the command once: a check's message already starts with "[op]".
     auto named = [&](const char* what, const char* middle) {
-      std::string tag = std::string("[") + c.name + "]";
-      return std::string(what).rfind(tag, 0) == 0 ? std::string(what) : tag + middle + what;
+      std::string t = std::string("[") + name + "]";
+      return std::string(what).rfind(t, 0) == 0 ? std::string(what) : t + middle + what;
     };
-    int64_t start = c.observer ? epoch_ns() : 0;
+    int64_t start = observer ? epoch_ns() : 0;
     try {
-      c.fn();
+      fn();
     } catch (const NotImplemented& e) {
       err = named(e.what(), " ");
       kind = ErrorKind::NotImplemented;
@@ -233,7 +240,7 @@ class Stream {
     } catch (...) {
       err = named("unknown exception", " asynchronous op failed: ");
     }
-    if (c.observer) c.observer->on_run(dev_, c.name, c.tag, start, epoch_ns());
+    if (observer) observer->on_run(dev_, name, tag, start, epoch_ns());
     if (!err.empty()) {
       std::lock_guard<std::mutex> g(err_mu_);
       if (error_.empty()) {
@@ -249,7 +256,7 @@ class Stream {
   std::mutex mu_;
   std::condition_variable cv_, done_cv_;
   std::deque<Command> q_;
-  uint64_t enqueued_ = 0, completed_ = 0;
+  std::atomic<uint64_t> enqueued_{0}, completed_{0};  // written under mu_
   std::mutex err_mu_;  // guards error_ (taken inside and outside mu_)
   std::string error_;
   ErrorKind error_kind_ = ErrorKind::Runtime;
@@ -302,6 +309,9 @@ void set_thrower(Thrower t) { g_thrower.store(t); }
 void enqueue(int dev, const char* name, std::function<void()> fn) { get(dev).push(name, std::move(fn)); }
 void run_or_enqueue(int dev, const char* name, std::function<void()> fn) {
   get(dev).push_or_run(name, std::move(fn));
+}
+bool try_run_inline(int dev, const char* name, void (*fn)(void*), void* ctx) {
+  return get(dev).try_run(name, [fn, ctx] { fn(ctx); });
 }
 
 void set_flush_hook(FlushHook hook) { g_flush_hook = hook; }
