@@ -75,15 +75,22 @@ class Stream {
 
   // Runs `f` on the calling thread as the stream's next command when the stream is idle (see
   // run_or_enqueue) and returns true; false (nothing run, nothing queued) otherwise.
+  // Lock-free in the usual case (no waiter, nothing queued meanwhile): the claim is a CAS of
+  // inline_ and one of enqueued_ from completed_ (so no command can take a position before
+  // this one while it runs first); waiters and a worker sleeping on queued commands are woken
+  // under mu_, found through waiters_ and pending_ (seq_cst on both sides, so either this
+  // thread sees them or they see inline_ cleared / completed_ advanced).
   template <class F>
   bool try_run(const char* name, F&& f) {
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      // A command running (on the worker or inline) that queues a follow-up queues it.
-      if (t_worker || inline_ || enqueued_.load(std::memory_order_relaxed) != completed_.load(std::memory_order_relaxed))
-        return false;
-      inline_ = true;
-      enqueued_.fetch_add(1, std::memory_order_relaxed);
+    // A command running (on the worker or inline) that queues a follow-up queues it.
+    if (t_worker) return false;
+    bool idle = false;
+    if (!inline_.compare_exchange_strong(idle, true)) return false;
+    uint64_t c = completed_.load();
+    uint64_t e = c;
+    if (!enqueued_.compare_exchange_strong(e, c + 1)) {  // commands queued or running
+      end_inline();
+      return false;
     }
     const Observer* obs = g_observer.load(std::memory_order_acquire);
     uint64_t tag = obs ? obs->on_enqueue(dev_, name) : 0;
@@ -94,16 +101,26 @@ class Stream {
                            .count(),
                        std::memory_order_relaxed);
     t_worker = false;
+    completed_.fetch_add(1);
+    if (waiters_.load() > 0) {
+      std::lock_guard<std::mutex> lk(mu_);
+      done_cv_.notify_all();
+    }
+    end_inline();
+    return true;
+  }
+
+  // Clears inline_; wakes a sleeping worker when commands were queued meanwhile (push_locked
+  // left that to the inline runner).
+  void end_inline() {
+    inline_.store(false);
+    if (!pending_.load()) return;
     bool wake;
     {
       std::lock_guard<std::mutex> lk(mu_);
-      completed_.fetch_add(1, std::memory_order_release);
-      inline_ = false;
-      wake = sleeping_ && !q_.empty();  // commands queued meanwhile waited for this one
+      wake = sleeping_ && !q_.empty();
     }
-    done_cv_.notify_all();
     if (wake) cv_.notify_one();
-    return true;
   }
 
   void push_or_run(const char* name, std::function<void()> fn) {
@@ -121,12 +138,12 @@ class Stream {
     // by queued commands stays bounded. A worker never waits (it may enqueue follow-ups).
     if (enqueued_ - completed_ >= max_queued() && !t_worker) {
       if (sleeping_) cv_.notify_one();
-      done_cv_.wait(lk, [&] { return enqueued_ - completed_ < max_queued() * 3 / 4; });
+      wait_done(lk, [&] { return enqueued_ - completed_ < max_queued() * 3 / 4; });
     }
     q_.push_back({name, std::move(fn), obs, tag});
-    enqueued_.fetch_add(1, std::memory_order_relaxed);
-    bool wake = sleeping_ && !inline_;  // an inline runner wakes the worker when it is done
-    pending_.store(true, std::memory_order_relaxed);
+    enqueued_.fetch_add(1);
+    pending_.store(true);
+    bool wake = sleeping_ && !inline_.load();  // an inline runner wakes the worker when it is done
     lk.unlock();
     if (wake) cv_.notify_one();  // a busy or spinning worker needs no syscall
   }
@@ -139,7 +156,14 @@ class Stream {
     TPU_CHECK(!t_worker, "[stream] a stream command waited on a stream; got a wait from a worker thread, "
               "expected waits only from user threads");
     std::unique_lock<std::mutex> lk(mu_);
-    done_cv_.wait(lk, [&] { return completed_ >= m; });
+    wait_done(lk, [&] { return completed_ >= m; });
+  }
+  // done_cv_.wait, counted in waiters_ (an inline runner notifies only when there are some).
+  template <class P>
+  void wait_done(std::unique_lock<std::mutex>& lk, P pred) {
+    waiters_.fetch_add(1);
+    done_cv_.wait(lk, pred);
+    waiters_.fetch_sub(1);
   }
   int64_t busy_ns() const { return busy_ns_.load(std::memory_order_relaxed); }
 
@@ -256,14 +280,15 @@ class Stream {
   std::mutex mu_;
   std::condition_variable cv_, done_cv_;
   std::deque<Command> q_;
-  std::atomic<uint64_t> enqueued_{0}, completed_{0};  // written under mu_
+  std::atomic<uint64_t> enqueued_{0}, completed_{0};  // written under mu_, or by the inline runner's CAS
   std::mutex err_mu_;  // guards error_ (taken inside and outside mu_)
   std::string error_;
   ErrorKind error_kind_ = ErrorKind::Runtime;
   int64_t later_errors_ = 0;  // failures after the first one, before the wait that reports it
   bool sleeping_ = false;
-  bool inline_ = false;  // a user thread is running a command (run_or_enqueue)
-  std::atomic<bool> pending_{false};
+  std::atomic<bool> inline_{false};  // a user thread is running a command (run_or_enqueue)
+  std::atomic<bool> pending_{false};  // q_ is not empty (written under mu_)
+  std::atomic<int> waiters_{0};       // threads in wait_done
 
   std::atomic<int64_t> busy_ns_{0};  // time the worker spent running commands
   std::thread worker_;  // last: started once every other member is constructed
