@@ -11,6 +11,7 @@
 #include <c10/util/Half.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <mutex>
 #include <cstring>
@@ -262,10 +263,16 @@ namespace {
 struct BoxedLowering final : c10::OperatorKernel {
   explicit BoxedLowering(std::string name, LowerFn fn) : name_(std::move(name)), fn_(fn) {}
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
-    const auto& schema = op.schema();
-    const size_t n = schema.arguments().size();
-    auto args = torch::jit::last(*stack, n);
+    const size_t n = op.schema().arguments().size();
     if (complex::maybe_run(op, stack)) return;  // complex tpu tensors: real pairs
+    std::vector<at::Tensor> results = run(op, torch::jit::last(*stack, n));
+    finish(op.schema(), stack, n, results);
+  }
+
+  // The op's results for `args` (the schema's arguments, not complex): new tensors, or the
+  // written arguments. Neither keeps nor releases `args`.
+  std::vector<at::Tensor> run(const c10::OperatorHandle& op, Args args) {
+    const auto& schema = op.schema();
     std::call_once(scalar_args_once_, [&] {
       for (const auto& a : schema.arguments()) {
         c10::TypePtr t = a.type();
@@ -285,11 +292,7 @@ struct BoxedLowering final : c10::OperatorKernel {
       std::shared_ptr<const fast::Entry> e;
       if (main < sig.size()) e = generic_.find(sig.data(), main, hm);
       if (!e) e = cache_.find(sig.data(), sig.size(), h);
-      if (e) {
-        results = fast::replay(*e, args, name_.c_str());
-        finish(schema, stack, n, results);
-        return;
-      }
+      if (e) return fast::replay(*e, args, name_.c_str());
     }
     // The lowering may dispatch other ops on this thread (reusing `sig`): keep a copy.
     std::vector<int64_t> saved = cacheable ? sig : std::vector<int64_t>();
@@ -340,7 +343,7 @@ struct BoxedLowering final : c10::OperatorKernel {
       TORCH_CHECK(false, "[", name_, "] ", e.what());
     }
     if (cacheable && !resized && L.cacheable()) remember(args, saved, main, hm, h, L, written, results);
-    finish(schema, stack, n, results);
+    return results;
   }
 
   // The arguments the op returns written (self of `op_`, the out= tensors): write-annotated
@@ -471,10 +474,104 @@ struct BoxedLowering final : c10::OperatorKernel {
 
 }  // namespace
 
+namespace {
+
+// Unboxed entry points for the common functional schemas. The dispatcher boxes the arguments
+// of a call to a boxed-only kernel into an owning Stack: copying a tensor that only its
+// Python object holds takes its refcount from 1 to 2, which increfs the PyObject, and the
+// drop decrefs it, each taking the GIL that the Python binding had released (two GIL round
+// trips per op, more than the rest of a small op's host cost). CPU kernels are unboxed and
+// copy nothing; these wrappers do the same: the Stack they hand BoxedLowering::run borrows
+// the caller's tensors (no refcount change; released unchanged, also on an exception).
+// Complex tpu tensors take the boxed path (complex::maybe_run works on a Stack).
+template <size_t N>
+struct Borrowed {
+  template <class... A>
+  explicit Borrowed(const A&... a) : v{wrap(a)...} {}  // moved in: no copy, no refcount change
+  Borrowed(const Borrowed&) = delete;
+  ~Borrowed() {
+    for (c10::IValue& x : v)
+      if (x.isTensor()) (void)std::move(x).toTensor().unsafeReleaseTensorImpl();
+  }
+  static c10::IValue wrap(const at::Tensor& t) {
+    return c10::IValue(at::Tensor(c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>::reclaim(
+        t.unsafeGetTensorImpl())));
+  }
+  static c10::IValue wrap(const at::Scalar& s) { return c10::IValue(s); }
+  std::array<c10::IValue, N> v;
+};
+
+bool complex_arg(const at::Tensor& t) { return t.defined() && t.is_complex(); }
+bool complex_arg(const at::Scalar&) { return false; }
+
+template <class... A>
+struct Unboxed {
+  BoxedLowering* k;
+  c10::OperatorHandle op;
+  at::Tensor operator()(const A&... a) const {
+    if ((complex_arg(a) || ...)) {  // the boxed path, with an owning Stack
+      torch::jit::Stack stack;
+      (stack.emplace_back(a), ...);
+      (*k)(op, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), &stack);
+      return stack.back().toTensor();
+    }
+    Borrowed<sizeof...(A)> b(a...);
+    std::vector<at::Tensor> r = k->run(op, Args(b.v));
+    return std::move(r[0]);
+  }
+};
+
+// The unboxed signature the schema of `op` has among the supported ones: a single returned
+// Tensor, no alias annotations, arguments (Tensor|Scalar)... with Tensor first.
+enum class Pattern { None, T, TT, TTS, TS, TSS };
+Pattern pattern(const c10::FunctionSchema& s) {
+  if (s.returns().size() != 1 || s.returns()[0].alias_info() ||
+      s.returns()[0].type()->kind() != c10::TypeKind::TensorType || s.is_vararg() || s.is_varret())
+    return Pattern::None;
+  std::string kinds;
+  for (const c10::Argument& a : s.arguments()) {
+    if (a.alias_info()) return Pattern::None;
+    c10::TypeKind k = a.real_type()->kind();
+    if (k == c10::TypeKind::TensorType) kinds += 'T';
+    else if (k == c10::TypeKind::NumberType) kinds += 'S';
+    else return Pattern::None;
+  }
+  if (kinds == "T") return Pattern::T;
+  if (kinds == "TT") return Pattern::TT;
+  if (kinds == "TTS") return Pattern::TTS;
+  if (kinds == "TS") return Pattern::TS;
+  if (kinds == "TSS") return Pattern::TSS;
+  return Pattern::None;
+}
+
+}  // namespace
+
 void register_ops(torch::Library& m, std::initializer_list<OpEntry> ops) {
-  for (const OpEntry& e : ops)
-    m.impl(e.name, torch::CppFunction::makeFromBoxedFunctor(
-                       std::make_unique<BoxedLowering>(std::string("aten::") + e.name, e.fn)));
+  for (const OpEntry& e : ops) {
+    std::string full = std::string("aten::") + e.name;
+    std::string base = e.name, overload;
+    if (size_t dot = base.find('.'); dot != std::string::npos) {
+      overload = base.substr(dot + 1);
+      base.resize(dot);
+    }
+    auto op = c10::Dispatcher::singleton().findSchema({"aten::" + base, overload});
+    Pattern p = op ? pattern(op->schema()) : Pattern::None;
+    if (p == Pattern::None) {
+      m.impl(e.name, torch::CppFunction::makeFromBoxedFunctor(std::make_unique<BoxedLowering>(full, e.fn)));
+      continue;
+    }
+    auto* k = new BoxedLowering(full, e.fn);  // lives as long as the registration: the process
+    using T = at::Tensor;
+    using S = at::Scalar;
+    switch (p) {
+      case Pattern::T: m.impl(e.name, torch::CppFunction(Unboxed<T>{k, *op})); break;
+      case Pattern::TT: m.impl(e.name, torch::CppFunction(Unboxed<T, T>{k, *op})); break;
+      case Pattern::TTS: m.impl(e.name, torch::CppFunction(Unboxed<T, T, S>{k, *op})); break;
+      case Pattern::TS: m.impl(e.name, torch::CppFunction(Unboxed<T, S>{k, *op})); break;
+      case Pattern::TSS: m.impl(e.name, torch::CppFunction(Unboxed<T, S, S>{k, *op})); break;
+      case Pattern::None: break;
+    }
+  }
 }
 
 }  // namespace torch_tpu::lowering
