@@ -27,14 +27,16 @@ constexpr int64_t kSmallElements = 32768;
 // ... and its executable's first run took at most kSmallRunNs: a few elements can still cost
 // microseconds (a dot through oneDNN), and such a run overlaps the caller's Python better on
 // the worker. The first kTimedRuns runs are timed (the fastest counts: a first run may
-// fault pages in) into a small table by executable; a heuristic, so a racy update or an
-// evicted entry only costs more timed runs.
+// fault pages in) into a small table by executable, then one in kRetimeEvery while the
+// executable counts as slow; a heuristic, so a racy update or an evicted entry only costs
+// more timed runs.
 constexpr int64_t kSmallRunNs = 1500;
 constexpr int kTimedRuns = 3;
+constexpr int kRetimeEvery = 16;
 struct RunCost {
   std::atomic<const runtime::Executable*> exe{nullptr};
   std::atomic<int64_t> ns{0};
-  std::atomic<int> runs{0};
+  std::atomic<int64_t> runs{0};
 };
 RunCost g_cost[256];
 RunCost& cost_slot(const runtime::Executable* e) {
@@ -48,7 +50,16 @@ bool cheap_run(const runtime::Executable* e) {
 void run_timed(runtime::Executable& e, const std::vector<runtime::View>& in, const std::vector<runtime::View>& out) {
   RunCost& c = cost_slot(&e);
   bool mine = c.exe.load(std::memory_order_relaxed) == &e;
-  if (mine && c.runs.load(std::memory_order_relaxed) >= kTimedRuns) return e.run(in, out);
+  // After kTimedRuns, one run in kRetimeEvery is still timed while the recorded run counts as
+  // slow: three first runs preempted by other work on a loaded machine would otherwise send a
+  // small executable to the worker for good.
+  if (mine) {
+    int64_t runs = c.runs.load(std::memory_order_relaxed);
+    if (runs >= kTimedRuns && (c.ns.load(std::memory_order_relaxed) <= kSmallRunNs || runs % kRetimeEvery != 0)) {
+      if (c.ns.load(std::memory_order_relaxed) > kSmallRunNs) c.runs.fetch_add(1, std::memory_order_relaxed);
+      return e.run(in, out);
+    }
+  }
   auto t0 = std::chrono::steady_clock::now();
   e.run(in, out);
   int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
