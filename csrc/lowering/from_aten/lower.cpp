@@ -265,12 +265,15 @@ struct BoxedLowering final : c10::OperatorKernel {
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
     const size_t n = op.schema().arguments().size();
     if (complex::maybe_run(op, stack)) return;  // complex tpu tensors: real pairs
-    std::vector<at::Tensor> results = run(op, torch::jit::last(*stack, n));
+    auto args = torch::jit::last(*stack, n);
+    std::vector<at::Tensor> results = run(op, args);
+    if (results.empty())
+      for (int w : written_) results.push_back(args[w].toTensor());
     finish(op.schema(), stack, n, results);
   }
 
-  // The op's results for `args` (the schema's arguments, not complex): new tensors, or the
-  // written arguments. Neither keeps nor releases `args`.
+  // The op's results for `args` (the schema's arguments, not complex): new tensors, or (maybe
+  // none: the caller has them) the written arguments. Neither keeps nor releases `args`.
   std::vector<at::Tensor> run(const c10::OperatorHandle& op, Args args) {
     const auto& schema = op.schema();
     std::call_once(scalar_args_once_, [&] {
@@ -521,28 +524,104 @@ struct Unboxed {
   }
 };
 
-// The unboxed signature the schema of `op` has among the supported ones: a single returned
-// Tensor, no alias annotations, arguments (Tensor|Scalar)... with Tensor first.
-enum class Pattern { None, T, TT, TTS, TS, TSS };
-Pattern pattern(const c10::FunctionSchema& s) {
-  if (s.returns().size() != 1 || s.returns()[0].alias_info() ||
-      s.returns()[0].type()->kind() != c10::TypeKind::TensorType || s.is_vararg() || s.is_varret())
-    return Pattern::None;
-  std::string kinds;
-  for (const c10::Argument& a : s.arguments()) {
-    if (a.alias_info()) return Pattern::None;
-    c10::TypeKind k = a.real_type()->kind();
-    if (k == c10::TypeKind::TensorType) kinds += 'T';
-    else if (k == c10::TypeKind::NumberType) kinds += 'S';
-    else return Pattern::None;
+// The in-place form (`op_`: self written and returned) and the out= form (the last argument
+// written and returned) of the above.
+template <class... A>
+struct UnboxedInplace {
+  BoxedLowering* k;
+  c10::OperatorHandle op;
+  at::Tensor& operator()(at::Tensor& self, const A&... a) const {
+    if (complex_arg(self) || (complex_arg(a) || ...)) {
+      torch::jit::Stack stack;
+      stack.emplace_back(self);
+      (stack.emplace_back(a), ...);
+      (*k)(op, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), &stack);
+      return self;
+    }
+    Borrowed<1 + sizeof...(A)> b(static_cast<const at::Tensor&>(self), a...);
+    k->run(op, Args(b.v));
+    return self;
   }
-  if (kinds == "T") return Pattern::T;
-  if (kinds == "TT") return Pattern::TT;
-  if (kinds == "TTS") return Pattern::TTS;
-  if (kinds == "TS") return Pattern::TS;
-  if (kinds == "TSS") return Pattern::TSS;
-  return Pattern::None;
+};
+template <class... A>
+struct UnboxedOut {
+  BoxedLowering* k;
+  c10::OperatorHandle op;
+  at::Tensor& operator()(const A&... a, at::Tensor& out) const {
+    if ((complex_arg(a) || ...) || complex_arg(out)) {
+      torch::jit::Stack stack;
+      (stack.emplace_back(a), ...);
+      stack.emplace_back(out);
+      (*k)(op, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), &stack);
+      return out;
+    }
+    Borrowed<sizeof...(A) + 1> b(a..., static_cast<const at::Tensor&>(out));
+    k->run(op, Args(b.v));
+    return out;
+  }
+};
+
+// The unboxed signature the schema of `op` has among the supported ones: a single returned
+// Tensor; arguments (Tensor|Scalar)... with Tensor first and no alias annotation
+// (functional), or the same with the first argument written and returned (in-place), or
+// with one more, last, Tensor argument written and returned (out=).
+enum class Form { None, Functional, Inplace, Out };
+struct Pattern {
+  Form form = Form::None;
+  std::string kinds;  // of the arguments other than the written one: "TTS" = Tensor, Tensor, Scalar
+};
+Pattern pattern(const c10::FunctionSchema& s) {
+  Pattern none;
+  if (s.returns().size() != 1 || s.returns()[0].type()->kind() != c10::TypeKind::TensorType || s.is_vararg() ||
+      s.is_varret())
+    return none;
+  const c10::AliasInfo* ret = s.returns()[0].alias_info();
+  const auto& args = s.arguments();
+  if (args.empty()) return none;
+  auto written = [&](const c10::Argument& a) {
+    return a.alias_info() && a.alias_info()->isWrite() && ret && ret->beforeSets() == a.alias_info()->beforeSets() &&
+           a.real_type()->kind() == c10::TypeKind::TensorType;
+  };
+  Pattern p;
+  size_t lo = 0, hi = args.size();
+  if (!ret) {
+    p.form = Form::Functional;
+  } else if (written(args[0])) {
+    p.form = Form::Inplace;
+    lo = 1;
+  } else if (written(args.back())) {
+    p.form = Form::Out;
+    hi = args.size() - 1;
+  } else {
+    return none;
+  }
+  for (size_t i = lo; i < hi; ++i) {
+    if (args[i].alias_info()) return none;
+    c10::TypeKind k = args[i].real_type()->kind();
+    if (k == c10::TypeKind::TensorType) p.kinds += 'T';
+    else if (k == c10::TypeKind::NumberType) p.kinds += 'S';
+    else return none;
+  }
+  return p;
 }
+
+// Registers the unboxed kernel for `kinds` in form F (false: not a supported signature).
+template <template <class...> class F>
+bool impl_as(torch::Library& m, const char* name, const std::string& kinds, BoxedLowering* k,
+             const c10::OperatorHandle& op) {
+  using T = at::Tensor;
+  using S = at::Scalar;
+  if (kinds == "T") m.impl(name, torch::CppFunction(F<T>{k, op}));
+  else if (kinds == "TT") m.impl(name, torch::CppFunction(F<T, T>{k, op}));
+  else if (kinds == "TTS") m.impl(name, torch::CppFunction(F<T, T, S>{k, op}));
+  else if (kinds == "TS") m.impl(name, torch::CppFunction(F<T, S>{k, op}));
+  else if (kinds == "TSS") m.impl(name, torch::CppFunction(F<T, S, S>{k, op}));
+  else if (kinds == "S") m.impl(name, torch::CppFunction(F<S>{k, op}));
+  else if (kinds == "SS") m.impl(name, torch::CppFunction(F<S, S>{k, op}));
+  else return false;
+  return true;
+}
+
 
 }  // namespace
 
@@ -555,22 +634,29 @@ void register_ops(torch::Library& m, std::initializer_list<OpEntry> ops) {
       base.resize(dot);
     }
     auto op = c10::Dispatcher::singleton().findSchema({"aten::" + base, overload});
-    Pattern p = op ? pattern(op->schema()) : Pattern::None;
-    if (p == Pattern::None) {
-      m.impl(e.name, torch::CppFunction::makeFromBoxedFunctor(std::make_unique<BoxedLowering>(full, e.fn)));
-      continue;
+    Pattern p = op ? pattern(op->schema()) : Pattern();
+    // The kinds of the arguments besides the written one (in-place: after self, so relu_'s
+    // are "").
+    const std::string& rest = p.kinds;
+    bool done = false;
+    if (p.form != Form::None) {
+      auto* k = new BoxedLowering(full, e.fn);  // lives as long as the registration: the process
+      switch (p.form) {
+        case Form::Functional: done = impl_as<Unboxed>(m, e.name, rest, k, *op); break;
+        case Form::Inplace:
+          if (rest.empty()) {
+            m.impl(e.name, torch::CppFunction(UnboxedInplace<>{k, *op}));
+            done = true;
+          } else {
+            done = impl_as<UnboxedInplace>(m, e.name, rest, k, *op);
+          }
+          break;
+        case Form::Out: done = impl_as<UnboxedOut>(m, e.name, rest, k, *op); break;
+        case Form::None: break;
+      }
+      if (!done) delete k;
     }
-    auto* k = new BoxedLowering(full, e.fn);  // lives as long as the registration: the process
-    using T = at::Tensor;
-    using S = at::Scalar;
-    switch (p) {
-      case Pattern::T: m.impl(e.name, torch::CppFunction(Unboxed<T>{k, *op})); break;
-      case Pattern::TT: m.impl(e.name, torch::CppFunction(Unboxed<T, T>{k, *op})); break;
-      case Pattern::TTS: m.impl(e.name, torch::CppFunction(Unboxed<T, T, S>{k, *op})); break;
-      case Pattern::TS: m.impl(e.name, torch::CppFunction(Unboxed<T, S>{k, *op})); break;
-      case Pattern::TSS: m.impl(e.name, torch::CppFunction(Unboxed<T, S, S>{k, *op})); break;
-      case Pattern::None: break;
-    }
+    if (!done) m.impl(e.name, torch::CppFunction::makeFromBoxedFunctor(std::make_unique<BoxedLowering>(full, e.fn)));
   }
 }
 
