@@ -616,6 +616,9 @@ bool impl_as(torch::Library& m, const char* name, const std::string& kinds, Boxe
   else if (kinds == "TTS") m.impl(name, torch::CppFunction(F<T, T, S>{k, op}));
   else if (kinds == "TS") m.impl(name, torch::CppFunction(F<T, S>{k, op}));
   else if (kinds == "TSS") m.impl(name, torch::CppFunction(F<T, S, S>{k, op}));
+  else if (kinds == "TTT") m.impl(name, torch::CppFunction(F<T, T, T>{k, op}));
+  else if (kinds == "TTTS") m.impl(name, torch::CppFunction(F<T, T, T, S>{k, op}));
+  else if (kinds == "TTTSS") m.impl(name, torch::CppFunction(F<T, T, T, S, S>{k, op}));
   else if (kinds == "S") m.impl(name, torch::CppFunction(F<S>{k, op}));
   else if (kinds == "SS") m.impl(name, torch::CppFunction(F<S, S>{k, op}));
   else return false;
