@@ -165,7 +165,15 @@ class TpuAllocator final : public c10::DeviceAllocator {
     } else {
       b.ptr = fresh(lk, dev, size);
     }
-    live_.emplace(b.ptr, b);
+    if (!spare_nodes_.empty()) {  // a node freed before: no heap allocation per tensor
+      auto node = std::move(spare_nodes_.back());
+      spare_nodes_.pop_back();
+      node.key() = b.ptr;
+      node.mapped() = b;
+      live_.insert(std::move(node));
+    } else {
+      live_.emplace(b.ptr, b);
+    }
     both(s.allocation, size, [](auto& x) { x.increase(1); });
     both(s.active, size, [](auto& x) { x.increase(1); });
     both(s.allocated_bytes, size, [&](auto& x) { x.increase(size); });
@@ -247,6 +255,7 @@ class TpuAllocator final : public c10::DeviceAllocator {
     // Every command using the block was queued before this free (the tensor was alive when
     // it was queued): the block is unused once the stream passes this position.
     cache_[b.dev][size].push_back({p, runtime::stream::queued(b.dev)});
+    if (spare_nodes_.size() < kSpareNodes) spare_nodes_.push_back(std::move(node));
   }
 
   static void release(void* ptr);
@@ -271,6 +280,9 @@ class TpuAllocator final : public c10::DeviceAllocator {
   DeviceStats stats_[kMaxDevices];
   std::map<size_t, std::vector<Cached>> cache_[kMaxDevices];  // free blocks by size class
   std::unordered_map<void*, Block> live_;
+  // Nodes of live_ kept from freed blocks, reused by take() (bounded).
+  static constexpr size_t kSpareNodes = 64;
+  std::vector<std::unordered_map<void*, Block>::node_type> spare_nodes_;
   std::string capacity_error_;
   const int64_t capacity_ = parse_capacity(std::getenv("TORCH_TPU_MEMORY_CAPACITY"), &capacity_error_);
 };

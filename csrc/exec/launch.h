@@ -37,9 +37,18 @@ class Launch {
   // Queues the run on `dev`'s stream under the current eager mode (Debug waits for it).
   void submit(int dev);
 
- private:
+  Launch(Launch&&) = default;
+  ~Launch();
+
   struct Payload;
-  std::shared_ptr<Payload> p_;
+
+ private:
+  struct Recycle {
+    void operator()(Payload* p) const;
+  };
+  // Reused per thread after an inline run (its vectors and views keep their capacity), so a
+  // small strict launch allocates nothing; a queued one is owned by its command.
+  std::unique_ptr<Payload, Recycle> p_;
 };
 
 // Queues a command on `dev`'s stream that reads the 0-d bool tpu tensors `flags` (written by

@@ -41,12 +41,25 @@ Mode global_mode() { return static_cast<Mode>(g_mode.load()); }
 void push_thread_mode(Mode m) { c10::ThreadLocalDebugInfo::_push(kModeKind, std::make_shared<ModeInfo>(static_cast<int>(m))); }
 void pop_thread_mode() { (void)c10::ThreadLocalDebugInfo::_pop(kModeKind); }
 
+namespace {
+// Inline only on the host runtime: a pjrt command hands work to the plugin, whose
+// asynchrony the worker thread hides.
+bool on_host_runtime() {
+  static const bool host = &runtime::current() == &runtime::host_runtime();
+  return host;
+}
+}  // namespace
+
+bool try_inline(int dev, const char* name, void (*fn)(void*), void* ctx) {
+  if (mode() != Mode::Strict || !on_host_runtime()) return false;
+  if (!runtime::stream::try_run_inline(dev, name, fn, ctx)) return false;
+  n_strict.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
 void enqueue(int dev, const char* name, std::function<void()> fn, bool small) {
   Mode m = mode();
-  // Inline only on the host runtime: a pjrt command hands work to the plugin, whose
-  // asynchrony the worker thread hides.
-  static runtime::Runtime* const host = &runtime::host_runtime();
-  if (small && m == Mode::Strict && &runtime::current() == host)
+  if (small && m == Mode::Strict && on_host_runtime())
     runtime::stream::run_or_enqueue(dev, name, std::move(fn));
   else
     runtime::stream::enqueue(dev, name, std::move(fn));

@@ -28,6 +28,10 @@ void pop_thread_mode();
 // the host runtime it runs at once on the calling thread when the stream is idle
 // (runtime::stream::run_or_enqueue: same order, errors still raised at the next sync point).
 void enqueue(int dev, const char* name, std::function<void()> fn, bool small = false);
+// enqueue(small=true)'s inline run without a std::function: in Strict mode on the host runtime,
+// when `dev`'s stream is idle, runs `fn(ctx)` at once (counted) and returns true; otherwise
+// returns false having done nothing, and the caller enqueues the command.
+bool try_inline(int dev, const char* name, void (*fn)(void*), void* ctx);
 
 // The stream's positions and waits (runtime/stream.h), re-exported for the exec users.
 using runtime::stream::done;

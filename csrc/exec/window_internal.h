@@ -1,6 +1,7 @@
 // Internals shared by the fused window (window.cpp) and torch.compile capture (capture.cpp):
 // the per-device window state and its flush. Not for other users.
 #pragma once
+#include <atomic>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -39,7 +40,7 @@ struct Window {
   std::vector<Param> params;
   std::unordered_map<c10::StorageImpl*, Tracked> tracked;
   std::unordered_map<c10::StorageImpl*, std::vector<std::pair<Meta, ir::Value>>> reads;
-  int64_t ops = 0;
+  std::atomic<int64_t> ops{0};  // written under mu; has_pending() reads it without the lock
   int64_t seq = 0;
   std::vector<at::Tensor> check_flags;  // tested after the window runs
   std::vector<std::string> check_msgs;

@@ -50,6 +50,16 @@ int spin_iterations() {
   return n;
 }
 
+// A cheap monotonic tick: the timestamp counter on x86-64 (constant-rate on the CPUs we run
+// on; Stream::busy_ns converts it against steady_clock), else steady_clock's nanoseconds.
+inline uint64_t ticks() {
+#if defined(__x86_64__)
+  return __builtin_ia32_rdtsc();
+#else
+  return static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+#endif
+}
+
 int64_t epoch_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
@@ -73,35 +83,60 @@ class Stream {
     push_locked(lk, name, std::move(fn), obs, tag);
   }
 
-  // Runs the command on the calling thread when the stream is idle (see run_or_enqueue).
-  void push_or_run(const char* name, std::function<void()> fn) {
+  // Runs `f` on the calling thread as the stream's next command when the stream is idle (see
+  // run_or_enqueue) and returns true; false (nothing run, nothing queued) otherwise.
+  // Lock-free in the usual case (no waiter, nothing queued meanwhile): the claim is a CAS of
+  // inline_ and one of enqueued_ from completed_ (so no command can take a position before
+  // this one while it runs first); waiters and a worker sleeping on queued commands are woken
+  // under mu_, found through waiters_ and pending_ (seq_cst on both sides, so either this
+  // thread sees them or they see inline_ cleared / completed_ advanced).
+  template <class F>
+  bool try_run(const char* name, F&& f) {
+    // A command running (on the worker or inline) that queues a follow-up queues it.
+    if (t_worker) return false;
+    bool idle = false;
+    if (!inline_.compare_exchange_strong(idle, true)) return false;
+    uint64_t c = completed_.load();
+    uint64_t e = c;
+    if (!enqueued_.compare_exchange_strong(e, c + 1)) {  // commands queued or running
+      end_inline();
+      return false;
+    }
     const Observer* obs = g_observer.load(std::memory_order_acquire);
     uint64_t tag = obs ? obs->on_enqueue(dev_, name) : 0;
-    {
-      std::unique_lock<std::mutex> lk(mu_);
-      // A command running (on the worker or inline) that queues a follow-up queues it.
-      if (t_worker || inline_ || enqueued_ != completed_) return push_locked(lk, name, std::move(fn), obs, tag);
-      inline_ = true;
-      ++enqueued_;
-    }
-    Command c{name, std::move(fn), obs, tag};
     t_worker = true;  // the command must not wait on a stream, as on the worker
-    auto t0 = std::chrono::steady_clock::now();
-    run_one(c);
-    busy_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
-                           .count(),
-                       std::memory_order_relaxed);
-    c.fn = nullptr;  // releases what the command captured, outside the lock
+    uint64_t t0 = ticks();
+    run_one(name, f, obs, tag);
+    busy_ticks_.fetch_add(ticks() - t0, std::memory_order_relaxed);
     t_worker = false;
+    completed_.fetch_add(1);
+    if (waiters_.load() > 0) {
+      std::lock_guard<std::mutex> lk(mu_);
+      done_cv_.notify_all();
+    }
+    end_inline();
+    return true;
+  }
+
+  // Clears inline_; wakes a sleeping worker when commands were queued meanwhile (push_locked
+  // left that to the inline runner).
+  void end_inline() {
+    inline_.store(false);
+    if (!pending_.load()) return;
     bool wake;
     {
       std::lock_guard<std::mutex> lk(mu_);
-      ++completed_;
-      inline_ = false;
-      wake = sleeping_ && !q_.empty();  // commands queued meanwhile waited for this one
+      wake = sleeping_ && !q_.empty();
     }
-    done_cv_.notify_all();
     if (wake) cv_.notify_one();
+  }
+
+  void push_or_run(const char* name, std::function<void()> fn) {
+    if (try_run(name, fn)) {
+      fn = nullptr;  // releases what the command captured, outside the lock
+      return;
+    }
+    push(name, std::move(fn));
   }
 
   void push_locked(std::unique_lock<std::mutex>& lk, const char* name, std::function<void()> fn,
@@ -111,31 +146,44 @@ class Stream {
     // by queued commands stays bounded. A worker never waits (it may enqueue follow-ups).
     if (enqueued_ - completed_ >= max_queued() && !t_worker) {
       if (sleeping_) cv_.notify_one();
-      done_cv_.wait(lk, [&] { return enqueued_ - completed_ < max_queued() * 3 / 4; });
+      wait_done(lk, [&] { return enqueued_ - completed_ < max_queued() * 3 / 4; });
     }
     q_.push_back({name, std::move(fn), obs, tag});
-    ++enqueued_;
-    bool wake = sleeping_ && !inline_;  // an inline runner wakes the worker when it is done
-    pending_.store(true, std::memory_order_relaxed);
+    enqueued_.fetch_add(1);
+    pending_.store(true);
+    bool wake = sleeping_ && !inline_.load();  // an inline runner wakes the worker when it is done
     lk.unlock();
     if (wake) cv_.notify_one();  // a busy or spinning worker needs no syscall
   }
 
-  uint64_t mark() {
-    std::lock_guard<std::mutex> lk(mu_);
-    return enqueued_;
-  }
-  bool done(uint64_t m) {
-    std::lock_guard<std::mutex> lk(mu_);
-    return completed_ >= m;
-  }
+  // Lock-free reads: the counters only grow, under mu_ (a free in the allocator asks for the
+  // position once per tensor).
+  uint64_t mark() { return enqueued_.load(std::memory_order_acquire); }
+  bool done(uint64_t m) { return completed_.load(std::memory_order_acquire) >= m; }
   void drain(uint64_t m) {
     TPU_CHECK(!t_worker, "[stream] a stream command waited on a stream; got a wait from a worker thread, "
               "expected waits only from user threads");
     std::unique_lock<std::mutex> lk(mu_);
-    done_cv_.wait(lk, [&] { return completed_ >= m; });
+    wait_done(lk, [&] { return completed_ >= m; });
   }
-  int64_t busy_ns() const { return busy_ns_.load(std::memory_order_relaxed); }
+  // done_cv_.wait, counted in waiters_ (an inline runner notifies only when there are some).
+  template <class P>
+  void wait_done(std::unique_lock<std::mutex>& lk, P pred) {
+    waiters_.fetch_add(1);
+    done_cv_.wait(lk, pred);
+    waiters_.fetch_sub(1);
+  }
+  // The worker's time plus the inline runs' ticks, converted at the rate the ticks advanced
+  // against steady_clock since the stream started.
+  int64_t busy_ns() const {
+    int64_t ns = busy_ns_.load(std::memory_order_relaxed);
+    uint64_t bt = busy_ticks_.load(std::memory_order_relaxed);
+    if (bt == 0) return ns;
+    uint64_t dt = ticks() - start_ticks_;
+    int64_t dns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count();
+    if (dt == 0 || dns <= 0) return ns;
+    return ns + static_cast<int64_t>(static_cast<double>(bt) * static_cast<double>(dns) / static_cast<double>(dt));
+  }
 
   void wait(uint64_t m, bool at_call) {
     drain(m);
@@ -195,7 +243,7 @@ class Stream {
       int64_t ran = 0;
       auto t0 = std::chrono::steady_clock::now();
       for (Command& c : batch) {
-        run_one(c);
+        run_one(c.name, c.fn, c.observer, c.tag);
         ++ran;
       }
       busy_ns_.fetch_add(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
@@ -203,7 +251,7 @@ class Stream {
                          std::memory_order_relaxed);
       batch.clear();  // releases what the commands captured, on this thread
       lk.lock();
-      completed_ += ran;
+      completed_.fetch_add(ran, std::memory_order_release);
       done_cv_.notify_all();
     }
   }
@@ -211,17 +259,18 @@ class Stream {
   // A failed command leaves its outputs unspecified; the commands after it still run (those
   // that do not read those outputs compute correct values), and the first error waits for
   // the next wait(). Dropping them would silently leave later tensors unwritten.
-  void run_one(Command& c) {
+  template <class F>
+  void run_one(const char* name, F& fn, const Observer* observer, uint64_t tag) {
     std::string err;
     ErrorKind kind = ErrorKind::Runtime;
     // The message names the command once: a check's message already starts with "[op]".
     auto named = [&](const char* what, const char* middle) {
-      std::string tag = std::string("[") + c.name + "]";
-      return std::string(what).rfind(tag, 0) == 0 ? std::string(what) : tag + middle + what;
+      std::string t = std::string("[") + name + "]";
+      return std::string(what).rfind(t, 0) == 0 ? std::string(what) : t + middle + what;
     };
-    int64_t start = c.observer ? epoch_ns() : 0;
+    int64_t start = observer ? epoch_ns() : 0;
     try {
-      c.fn();
+      fn();
     } catch (const NotImplemented& e) {
       err = named(e.what(), " ");
       kind = ErrorKind::NotImplemented;
@@ -233,7 +282,7 @@ class Stream {
     } catch (...) {
       err = named("unknown exception", " asynchronous op failed: ");
     }
-    if (c.observer) c.observer->on_run(dev_, c.name, c.tag, start, epoch_ns());
+    if (observer) observer->on_run(dev_, name, tag, start, epoch_ns());
     if (!err.empty()) {
       std::lock_guard<std::mutex> g(err_mu_);
       if (error_.empty()) {
@@ -249,16 +298,22 @@ class Stream {
   std::mutex mu_;
   std::condition_variable cv_, done_cv_;
   std::deque<Command> q_;
-  uint64_t enqueued_ = 0, completed_ = 0;
+  std::atomic<uint64_t> enqueued_{0}, completed_{0};  // written under mu_, or by the inline runner's CAS
   std::mutex err_mu_;  // guards error_ (taken inside and outside mu_)
   std::string error_;
   ErrorKind error_kind_ = ErrorKind::Runtime;
   int64_t later_errors_ = 0;  // failures after the first one, before the wait that reports it
   bool sleeping_ = false;
-  bool inline_ = false;  // a user thread is running a command (run_or_enqueue)
-  std::atomic<bool> pending_{false};
+  std::atomic<bool> inline_{false};  // a user thread is running a command (run_or_enqueue)
+  std::atomic<bool> pending_{false};  // q_ is not empty (written under mu_)
+  std::atomic<int> waiters_{0};       // threads in wait_done
 
   std::atomic<int64_t> busy_ns_{0};  // time the worker spent running commands
+  // Time inline runs spent, in ticks(): two clock reads per small op cost more than the
+  // timestamp counter's.
+  std::atomic<uint64_t> busy_ticks_{0};
+  const uint64_t start_ticks_ = ticks();
+  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   std::thread worker_;  // last: started once every other member is constructed
 };
 
@@ -302,6 +357,9 @@ void set_thrower(Thrower t) { g_thrower.store(t); }
 void enqueue(int dev, const char* name, std::function<void()> fn) { get(dev).push(name, std::move(fn)); }
 void run_or_enqueue(int dev, const char* name, std::function<void()> fn) {
   get(dev).push_or_run(name, std::move(fn));
+}
+bool try_run_inline(int dev, const char* name, void (*fn)(void*), void* ctx) {
+  return get(dev).try_run(name, [fn, ctx] { fn(ctx); });
 }
 
 void set_flush_hook(FlushHook hook) { g_flush_hook = hook; }

@@ -24,6 +24,10 @@ void enqueue(int dev, const char* name, std::function<void()> fn);
 // worker thread costs more than running it. `fn` must not wait on a stream (on_worker() is
 // true while it runs); commands it queues run after it.
 void run_or_enqueue(int dev, const char* name, std::function<void()> fn);
+// run_or_enqueue()'s inline half: runs `fn(ctx)` as above and returns true when the stream is
+// idle; else returns false having run and queued nothing (the caller enqueues the command).
+// Lets a caller skip building a std::function (a heap allocation) for the usual inline run.
+bool try_run_inline(int dev, const char* name, void (*fn)(void*), void* ctx);
 
 // Work recorded above the stream and not yet queued (the fused eager window) registers a hook
 // that queues it; mark() and synchronize() call it first (dev = -1: every device).

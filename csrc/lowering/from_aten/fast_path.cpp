@@ -189,32 +189,38 @@ std::vector<at::Tensor> replay(const Entry& e, Args args, const char* name) {
       dev = args[s.arg].toTensor().device().index();
       break;
     }
-  std::vector<at::Tensor> dsts;
+  // The destinations: new results, or arguments, which are only referenced (a copy of an
+  // argument only its Python object holds would incref that object under the GIL).
+  std::vector<at::Tensor> results;
+  c10::SmallVector<const at::Tensor*, 4> dsts;
   if (!e.written.empty()) {
-    for (int w : e.written) dsts.push_back(args[w].toTensor());
-    if (dev < 0) dev = dsts[0].device().index();
+    for (int w : e.written) dsts.push_back(&args[w].toTensor());
+    if (dev < 0) dev = dsts[0]->device().index();
   } else {
     if (dev < 0) dev = device::current_device();
     c10::DeviceGuard guard(c10::Device(c10::kPrivateUse1, dev));
+    results.reserve(e.outs.size());
     for (const Entry::Out& o : e.outs)
-      dsts.push_back(o.strides.empty()
-                         ? at::detail::empty_generic(o.sizes, device::allocator(),
-                                                     c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), o.dtype,
-                                                     std::nullopt)
-                         : at::detail::empty_strided_generic(o.sizes, o.strides, device::allocator(),
-                                                             c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-                                                             o.dtype));
+      results.push_back(o.strides.empty()
+                            ? at::detail::empty_generic(o.sizes, device::allocator(),
+                                                        c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), o.dtype,
+                                                        std::nullopt)
+                            : at::detail::empty_strided_generic(o.sizes, o.strides, device::allocator(),
+                                                                c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                                                o.dtype));
+    for (const at::Tensor& r : results) dsts.push_back(&r);
   }
-  const size_t nres = dsts.size();
-  for (int a : e.also) dsts.push_back(args[a].toTensor());
+  for (int a : e.also) dsts.push_back(&args[a].toTensor());
   if (exec::mode() == exec::Mode::Fused) {
-    exec::OpRecord r{name, e.graph.get(), {}, dsts};
+    std::vector<at::Tensor> owned;
+    owned.reserve(dsts.size());
+    for (const at::Tensor* d : dsts) owned.push_back(*d);
+    exec::OpRecord r{name, e.graph.get(), {}, std::move(owned)};
     r.binds.reserve(e.srcs.size());
     for (const Entry::Src& s : e.srcs)
       r.binds.push_back({s.arg >= 0 ? args[s.arg].toTensor() : at::Tensor(), bits_at_replay(s, args), s.dtype});
     exec::defer(dev, r);
-    dsts.resize(nres);
-    return dsts;
+    return results;
   }
   if (exec::has_pending(dev)) exec::flush(dev);
   exec::Launch l(name, exec::compiled(e.key, *e.graph, name));
@@ -222,10 +228,9 @@ std::vector<at::Tensor> replay(const Entry& e, Args args, const char* name) {
     if (s.arg >= 0) l.read(args[s.arg].toTensor(), s.dtype);
     else l.scalar(bits_at_replay(s, args), s.dtype);
   }
-  for (size_t k = 0; k < dsts.size(); ++k) l.write(dsts[k], e.graph->dtype(e.graph->outputs()[k]));
+  for (size_t k = 0; k < dsts.size(); ++k) l.write(*dsts[k], e.graph->dtype(e.graph->outputs()[k]));
   l.submit(dev);
-  dsts.resize(nres);
-  return dsts;
+  return results;
 }
 
 }  // namespace torch_tpu::lowering::fast

@@ -71,8 +71,8 @@ class Cache {
   std::unordered_map<uint64_t, std::vector<std::pair<std::vector<int64_t>, std::shared_ptr<const Entry>>>> map_;
 };
 
-// Runs `e` on `args`; returns the op's results (new tensors, or the written arguments; not
-// the `also` arguments, which it writes too).
+// Runs `e` on `args`; returns the op's new result tensors (none for an op that writes its
+// arguments: self, out=, and the `also` arguments).
 std::vector<at::Tensor> replay(const Entry& e, Args args, const char* name);
 
 }  // namespace torch_tpu::lowering::fast

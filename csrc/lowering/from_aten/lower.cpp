@@ -11,6 +11,7 @@
 #include <c10/util/Half.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <mutex>
 #include <cstring>
@@ -262,10 +263,19 @@ namespace {
 struct BoxedLowering final : c10::OperatorKernel {
   explicit BoxedLowering(std::string name, LowerFn fn) : name_(std::move(name)), fn_(fn) {}
   void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
-    const auto& schema = op.schema();
-    const size_t n = schema.arguments().size();
-    auto args = torch::jit::last(*stack, n);
+    const size_t n = op.schema().arguments().size();
     if (complex::maybe_run(op, stack)) return;  // complex tpu tensors: real pairs
+    auto args = torch::jit::last(*stack, n);
+    std::vector<at::Tensor> results = run(op, args);
+    if (results.empty())
+      for (int w : written_) results.push_back(args[w].toTensor());
+    finish(op.schema(), stack, n, results);
+  }
+
+  // The op's results for `args` (the schema's arguments, not complex): new tensors, or (maybe
+  // none: the caller has them) the written arguments. Neither keeps nor releases `args`.
+  std::vector<at::Tensor> run(const c10::OperatorHandle& op, Args args) {
+    const auto& schema = op.schema();
     std::call_once(scalar_args_once_, [&] {
       for (const auto& a : schema.arguments()) {
         c10::TypePtr t = a.type();
@@ -285,11 +295,7 @@ struct BoxedLowering final : c10::OperatorKernel {
       std::shared_ptr<const fast::Entry> e;
       if (main < sig.size()) e = generic_.find(sig.data(), main, hm);
       if (!e) e = cache_.find(sig.data(), sig.size(), h);
-      if (e) {
-        results = fast::replay(*e, args, name_.c_str());
-        finish(schema, stack, n, results);
-        return;
-      }
+      if (e) return fast::replay(*e, args, name_.c_str());
     }
     // The lowering may dispatch other ops on this thread (reusing `sig`): keep a copy.
     std::vector<int64_t> saved = cacheable ? sig : std::vector<int64_t>();
@@ -340,7 +346,7 @@ struct BoxedLowering final : c10::OperatorKernel {
       TORCH_CHECK(false, "[", name_, "] ", e.what());
     }
     if (cacheable && !resized && L.cacheable()) remember(args, saved, main, hm, h, L, written, results);
-    finish(schema, stack, n, results);
+    return results;
   }
 
   // The arguments the op returns written (self of `op_`, the out= tensors): write-annotated
@@ -471,10 +477,190 @@ struct BoxedLowering final : c10::OperatorKernel {
 
 }  // namespace
 
+namespace {
+
+// Unboxed entry points for the common functional schemas. The dispatcher boxes the arguments
+// of a call to a boxed-only kernel into an owning Stack: copying a tensor that only its
+// Python object holds takes its refcount from 1 to 2, which increfs the PyObject, and the
+// drop decrefs it, each taking the GIL that the Python binding had released (two GIL round
+// trips per op, more than the rest of a small op's host cost). CPU kernels are unboxed and
+// copy nothing; these wrappers do the same: the Stack they hand BoxedLowering::run borrows
+// the caller's tensors (no refcount change; released unchanged, also on an exception).
+// Complex tpu tensors take the boxed path (complex::maybe_run works on a Stack).
+template <size_t N>
+struct Borrowed {
+  template <class... A>
+  explicit Borrowed(const A&... a) : v{wrap(a)...} {}  // moved in: no copy, no refcount change
+  Borrowed(const Borrowed&) = delete;
+  ~Borrowed() {
+    for (c10::IValue& x : v)
+      if (x.isTensor()) (void)std::move(x).toTensor().unsafeReleaseTensorImpl();
+  }
+  static c10::IValue wrap(const at::Tensor& t) {
+    return c10::IValue(at::Tensor(c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>::reclaim(
+        t.unsafeGetTensorImpl())));
+  }
+  static c10::IValue wrap(const at::Scalar& s) { return c10::IValue(s); }
+  std::array<c10::IValue, N> v;
+};
+
+bool complex_arg(const at::Tensor& t) { return t.defined() && t.is_complex(); }
+bool complex_arg(const at::Scalar&) { return false; }
+
+template <class... A>
+struct Unboxed {
+  BoxedLowering* k;
+  c10::OperatorHandle op;
+  at::Tensor operator()(const A&... a) const {
+    if ((complex_arg(a) || ...)) {  // the boxed path, with an owning Stack
+      torch::jit::Stack stack;
+      (stack.emplace_back(a), ...);
+      (*k)(op, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), &stack);
+      return stack.back().toTensor();
+    }
+    Borrowed<sizeof...(A)> b(a...);
+    std::vector<at::Tensor> r = k->run(op, Args(b.v));
+    return std::move(r[0]);
+  }
+};
+
+// The in-place form (`op_`: self written and returned) and the out= form (the last argument
+// written and returned) of the above.
+template <class... A>
+struct UnboxedInplace {
+  BoxedLowering* k;
+  c10::OperatorHandle op;
+  at::Tensor& operator()(at::Tensor& self, const A&... a) const {
+    if (complex_arg(self) || (complex_arg(a) || ...)) {
+      torch::jit::Stack stack;
+      stack.emplace_back(self);
+      (stack.emplace_back(a), ...);
+      (*k)(op, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), &stack);
+      return self;
+    }
+    Borrowed<1 + sizeof...(A)> b(static_cast<const at::Tensor&>(self), a...);
+    k->run(op, Args(b.v));
+    return self;
+  }
+};
+template <class... A>
+struct UnboxedOut {
+  BoxedLowering* k;
+  c10::OperatorHandle op;
+  at::Tensor& operator()(const A&... a, at::Tensor& out) const {
+    if ((complex_arg(a) || ...) || complex_arg(out)) {
+      torch::jit::Stack stack;
+      (stack.emplace_back(a), ...);
+      stack.emplace_back(out);
+      (*k)(op, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), &stack);
+      return out;
+    }
+    Borrowed<sizeof...(A) + 1> b(a..., static_cast<const at::Tensor&>(out));
+    k->run(op, Args(b.v));
+    return out;
+  }
+};
+
+// The unboxed signature the schema of `op` has among the supported ones: a single returned
+// Tensor; arguments (Tensor|Scalar)... with Tensor first and no alias annotation
+// (functional), or the same with the first argument written and returned (in-place), or
+// with one more, last, Tensor argument written and returned (out=).
+enum class Form { None, Functional, Inplace, Out };
+struct Pattern {
+  Form form = Form::None;
+  std::string kinds;  // of the arguments other than the written one: "TTS" = Tensor, Tensor, Scalar
+};
+Pattern pattern(const c10::FunctionSchema& s) {
+  Pattern none;
+  if (s.returns().size() != 1 || s.returns()[0].type()->kind() != c10::TypeKind::TensorType || s.is_vararg() ||
+      s.is_varret())
+    return none;
+  const c10::AliasInfo* ret = s.returns()[0].alias_info();
+  const auto& args = s.arguments();
+  if (args.empty()) return none;
+  auto written = [&](const c10::Argument& a) {
+    return a.alias_info() && a.alias_info()->isWrite() && ret && ret->beforeSets() == a.alias_info()->beforeSets() &&
+           a.real_type()->kind() == c10::TypeKind::TensorType;
+  };
+  Pattern p;
+  size_t lo = 0, hi = args.size();
+  if (!ret) {
+    p.form = Form::Functional;
+  } else if (written(args[0])) {
+    p.form = Form::Inplace;
+    lo = 1;
+  } else if (written(args.back())) {
+    p.form = Form::Out;
+    hi = args.size() - 1;
+  } else {
+    return none;
+  }
+  for (size_t i = lo; i < hi; ++i) {
+    if (args[i].alias_info()) return none;
+    c10::TypeKind k = args[i].real_type()->kind();
+    if (k == c10::TypeKind::TensorType) p.kinds += 'T';
+    else if (k == c10::TypeKind::NumberType) p.kinds += 'S';
+    else return none;
+  }
+  return p;
+}
+
+// Registers the unboxed kernel for `kinds` in form F (false: not a supported signature).
+template <template <class...> class F>
+bool impl_as(torch::Library& m, const char* name, const std::string& kinds, BoxedLowering* k,
+             const c10::OperatorHandle& op) {
+  using T = at::Tensor;
+  using S = at::Scalar;
+  if (kinds == "T") m.impl(name, torch::CppFunction(F<T>{k, op}));
+  else if (kinds == "TT") m.impl(name, torch::CppFunction(F<T, T>{k, op}));
+  else if (kinds == "TTS") m.impl(name, torch::CppFunction(F<T, T, S>{k, op}));
+  else if (kinds == "TS") m.impl(name, torch::CppFunction(F<T, S>{k, op}));
+  else if (kinds == "TSS") m.impl(name, torch::CppFunction(F<T, S, S>{k, op}));
+  else if (kinds == "TTT") m.impl(name, torch::CppFunction(F<T, T, T>{k, op}));
+  else if (kinds == "TTTS") m.impl(name, torch::CppFunction(F<T, T, T, S>{k, op}));
+  else if (kinds == "TTTSS") m.impl(name, torch::CppFunction(F<T, T, T, S, S>{k, op}));
+  else if (kinds == "S") m.impl(name, torch::CppFunction(F<S>{k, op}));
+  else if (kinds == "SS") m.impl(name, torch::CppFunction(F<S, S>{k, op}));
+  else return false;
+  return true;
+}
+
+
+}  // namespace
+
 void register_ops(torch::Library& m, std::initializer_list<OpEntry> ops) {
-  for (const OpEntry& e : ops)
-    m.impl(e.name, torch::CppFunction::makeFromBoxedFunctor(
-                       std::make_unique<BoxedLowering>(std::string("aten::") + e.name, e.fn)));
+  for (const OpEntry& e : ops) {
+    std::string full = std::string("aten::") + e.name;
+    std::string base = e.name, overload;
+    if (size_t dot = base.find('.'); dot != std::string::npos) {
+      overload = base.substr(dot + 1);
+      base.resize(dot);
+    }
+    auto op = c10::Dispatcher::singleton().findSchema({"aten::" + base, overload});
+    Pattern p = op ? pattern(op->schema()) : Pattern();
+    // The kinds of the arguments besides the written one (in-place: after self, so relu_'s
+    // are "").
+    const std::string& rest = p.kinds;
+    bool done = false;
+    if (p.form != Form::None) {
+      auto* k = new BoxedLowering(full, e.fn);  // lives as long as the registration: the process
+      switch (p.form) {
+        case Form::Functional: done = impl_as<Unboxed>(m, e.name, rest, k, *op); break;
+        case Form::Inplace:
+          if (rest.empty()) {
+            m.impl(e.name, torch::CppFunction(UnboxedInplace<>{k, *op}));
+            done = true;
+          } else {
+            done = impl_as<UnboxedInplace>(m, e.name, rest, k, *op);
+          }
+          break;
+        case Form::Out: done = impl_as<UnboxedOut>(m, e.name, rest, k, *op); break;
+        case Form::None: break;
+      }
+      if (!done) delete k;
+    }
+    if (!done) m.impl(e.name, torch::CppFunction::makeFromBoxedFunctor(std::make_unique<BoxedLowering>(full, e.fn)));
+  }
 }
 
 }  // namespace torch_tpu::lowering
