@@ -68,9 +68,11 @@ void flush_locked(Window& w, int dev, const std::string& reason) {
     return;
   }
   w.g.set_outputs(outs);
+  const uint64_t hash = w.g.hash();
+  note_window_shapes(w.g, hash);
   std::shared_ptr<runtime::Executable> exe;
   try {
-    exe = compiled(w.g.hash(), w.g, "fused_window");
+    exe = compiled(hash, w.g, "fused_window");
   } catch (const std::exception& e) {
     reset(w);
     TORCH_CHECK(false, "[fused window] compiling the deferred graph failed: ", e.what());

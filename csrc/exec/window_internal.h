@@ -57,4 +57,8 @@ void reset(Window& w);
 // Compiles and queues the window's live values (caller holds w.mu); a no-op when empty.
 void flush_locked(Window& w, int dev, const std::string& reason);
 
+// Counts the shape signatures of windows with the same program structure and warns once past
+// TORCH_TPU_RECOMPILE_WARN (window_shapes.cpp). `hash` is the graph's full structural hash.
+void note_window_shapes(const ir::Graph& g, uint64_t hash);
+
 }  // namespace torch_tpu::exec::detail

@@ -162,3 +162,28 @@ def test_views_of_permuted_results_stay_in_the_window():
     torch.testing.assert_close(got[0], ya)
     torch.testing.assert_close(got[1], za)
     torch.testing.assert_close(got[2], za.contiguous().view(-1).sum())
+
+
+def test_window_recompiled_per_shape_warns_once():
+    # The same deferred graph for new input sizes compiles again (seconds each on a TPU): past
+    # TORCH_TPU_RECOMPILE_WARN (8) shape signatures, one warning names the changing dims.
+    import warnings
+
+    def step(n):
+        x = torch.arange(3 * n, dtype=torch.float32).reshape(3, n).to("tpu")
+        return ((x * 3).cumsum(-1).amax(-1) - 1.5).sum().item()
+
+    with torch_tpu.eager_mode(torch_tpu.EagerMode.DEFER_AND_FUSE):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            for n in range(40, 48):  # 8 shapes: no warning yet
+                assert step(n) == pytest.approx(float(((torch.arange(3 * n, dtype=torch.float32).reshape(3, n) * 3)
+                                                       .cumsum(-1).amax(-1) - 1.5).sum()))
+            assert not [w for w in seen if "fused window" in str(w.message)]
+            for n in range(48, 60):
+                step(n)
+            for n in range(40, 44):  # shapes seen before compile nothing new
+                step(n)
+    msgs = [str(w.message) for w in seen if "fused window" in str(w.message)]
+    assert len(msgs) == 1, msgs
+    assert "compiled for 9 different input shapes" in msgs[0] and "dim 1" in msgs[0], msgs[0]
