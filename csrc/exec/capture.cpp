@@ -1,6 +1,7 @@
 // torch.compile capture: a fused-window recording turned into a Program that replays as
 // one launch per call, without per-op dispatch.
 #include <functional>
+#include <sstream>
 #include <unordered_map>
 
 #include "base/error.h"
@@ -123,7 +124,8 @@ std::shared_ptr<Program> end_capture(int dev, const std::vector<at::Tensor>& inp
     return id;
   };
   // Outputs: computed by the recording (tracked), or views of inputs.
-  for (const at::Tensor& o : outputs) {
+  for (size_t oi = 0; oi < outputs.size(); ++oi) {
+    const at::Tensor& o = outputs[oi];
     if (!o.is_privateuseone()) return fail("an output is not a tpu tensor");
     auto it = sid.find(storage_key(o));
     if (it != sid.end() && it->second >= 0) {
@@ -134,7 +136,11 @@ std::shared_ptr<Program> end_capture(int dev, const std::vector<at::Tensor>& inp
       continue;
     }
     auto tr = w.tracked.find(storage_key(o));
-    if (tr == w.tracked.end() || !live(tr->second)) return fail("an output was not computed by the graph");
+    if (tr == w.tracked.end() || !live(tr->second)) {
+      std::ostringstream os;
+      os << "output " << oi << " (" << o.sizes() << ", " << o.scalar_type() << ") was not computed by the graph";
+      return fail(os.str());
+    }
     p->outs.push_back({new_storage(o), meta_of(o, ir::DType::F32), o.scalar_type()});
   }
   // Writes, in recording order: into outputs' storages, inputs' storages (mutation), flags.

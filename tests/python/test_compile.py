@@ -249,10 +249,22 @@ import json, torch, torch.nn as nn, torch_tpu
 from torch._dynamo.utils import counters
 from torch_tpu._internal import compile as tc
 torch.manual_seed(0)
-m = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4)).to("tpu")
+class M(nn.Module):  # positions from arange, as in a GPT: a constant the forward graph saves
+    def __init__(self):
+        super().__init__()
+        self.pos = nn.Embedding(5, 8)
+        self.net = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4))
+
+    def forward(self, x):
+        return self.net(x + self.pos(torch.arange(x.shape[0], device=x.device)))
+
+m = M().to("tpu")
 x = torch.randn(5, 8).to("tpu")
-loss = torch.compile(m, backend="tpu")(x).square().mean()
-loss.backward()
+cm = torch.compile(m, backend="tpu")
+for _ in range(2):
+    m.zero_grad()
+    loss = cm(x).square().mean()
+    loss.backward()
 print(json.dumps({"loss": loss.item(), "grads": [p.grad.cpu().flatten().tolist() for p in m.parameters()],
                   "aot": dict(counters["aot_autograd"]), "stats": tc.stats(), "dir": tc.cache_dir()}))
 """
@@ -274,6 +286,10 @@ def test_disk_cache_second_process_skips_aot_autograd(tmp_path):
     assert second["aot"].get("autograd_cache_hit") == 1
     assert second["stats"]["graphs"] == 0 and second["stats"]["disk_loads"] == 2  # forward + backward
     assert second["stats"]["captures"] == 2
+    # the second call replays both graphs; none runs its FX code eagerly (a loaded forward graph
+    # returns a lifted arange constant it does not compute: it used to fall back to eager)
+    for run in (first, second):
+        assert run["stats"]["eager_calls"] == 0 and run["stats"]["replays"] == 2, run["stats"]
     assert second["loss"] == first["loss"] and second["grads"] == first["grads"]
     off = _disk_child("off")
     assert off["dir"] is None and not off["aot"].get("autograd_cache_saved")

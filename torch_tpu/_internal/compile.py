@@ -168,8 +168,11 @@ class CapturedGraph:
         _C._pop_thread_eager_mode()
         out_tensors, spec = [], []
         bad = ""
+        consts = self._constant_ids()
         for o in outs:
-            if isinstance(o, torch.Tensor):
+            if isinstance(o, torch.Tensor) and id(o) in consts:
+                spec.append(("const", o))  # a get_attr constant: eager returns that very tensor too
+            elif isinstance(o, torch.Tensor):
                 if o.device.type != "tpu":
                     bad = "an output is not a tpu tensor"
                 spec.append(len(out_tensors))
@@ -185,6 +188,19 @@ class CapturedGraph:
         _bump("capture_seconds", time.perf_counter() - t0)
         self._maybe_warn()
         return outs
+
+    def _constant_ids(self) -> set:
+        """ids of the tensors the graph's get_attr nodes read (lifted constants such as a folded
+        arange): an output that is one of them is returned as it is, not computed."""
+        ids = set()
+        for node in self.gm.graph.nodes:
+            if node.op == "get_attr":
+                obj = self.gm
+                for part in node.target.split("."):
+                    obj = getattr(obj, part, None)
+                if isinstance(obj, torch.Tensor):
+                    ids.add(id(obj))
+        return ids
 
     def origin(self) -> str:
         """Where the graph comes from: the first user frame of its nodes' stack traces."""

@@ -6,6 +6,12 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <string>
 
 #include "base/error.h"
 #include "runtime/host/host_runtime.h"
@@ -64,6 +70,64 @@ void copy_view(const View& v, void* contiguous, bool to_view) {
     run_copy(make_copy_plan(v.shape, vs, dense), address(v), contiguous, elem);
   else
     run_copy(make_copy_plan(v.shape, dense, vs), contiguous, address(v), elem);
+}
+
+// TORCH_TPU_HOST_PROFILE=1: every step's wall time, summed per kind of step (op name, fused
+// loop size, dot shape), printed to stderr at exit, most costly first. A diagnostic for
+// finding what a compiled graph or a fused window spends its time on (docs/decisions/host-execution.md).
+bool step_profile_on() {
+  static const bool on = [] {
+    const char* v = std::getenv("TORCH_TPU_HOST_PROFILE");
+    return v && *v && std::strcmp(v, "0") != 0;
+  }();
+  return on;
+}
+
+struct StepProfile {
+  std::mutex mu;
+  std::map<std::string, std::pair<double, int64_t>> by_kind;  // seconds, count
+  ~StepProfile() {
+    std::vector<std::pair<std::string, std::pair<double, int64_t>>> v(by_kind.begin(), by_kind.end());
+    std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+    double total = 0;
+    for (const auto& e : v) total += e.second.first;
+    std::fprintf(stderr, "[host profile] %.3f s in steps; by kind (ms total, calls, %%):\n", total);
+    for (size_t i = 0; i < v.size() && i < 40; ++i)
+      std::fprintf(stderr, "  %9.2f ms %8lld %5.1f%%  %s\n", v[i].second.first * 1e3,
+                   static_cast<long long>(v[i].second.second), 100.0 * v[i].second.first / std::max(total, 1e-12),
+                   v[i].first.c_str());
+  }
+};
+
+StepProfile& step_profile() {
+  static StepProfile* p = [] {
+    static StepProfile prof;
+    return &prof;
+  }();
+  return *p;
+}
+
+std::string step_kind(const Step& s) {
+  std::ostringstream os;
+  if (s.fused) {
+    os << "fused loop of " << s.results.size() << " result(s) ending in " << ir::op_info(s.n->op).name;
+  } else {
+    os << ir::op_info(s.n->op).name;
+    if (s.n->op == ir::OpCode::Dot) os << " B,M,K,N=" << s.i0 << "," << s.i1 << "," << s.i2 << "," << s.i3;
+  }
+  os << " " << ir::dtype_name(s.n->dtype) << "[";
+  for (size_t i = 0; i < s.n->shape.size(); ++i) os << (i ? "," : "") << s.n->shape[i];
+  os << "]";
+  return os.str();
+}
+
+void step_profile_add(const Step& s, std::chrono::steady_clock::duration d) {
+  std::string kind = step_kind(s);
+  StepProfile& p = step_profile();
+  std::lock_guard<std::mutex> lk(p.mu);
+  auto& e = p.by_kind[kind];
+  e.first += std::chrono::duration<double>(d).count();
+  e.second += 1;
 }
 
 class HostExecutable final : public runtime::Executable {
@@ -139,12 +203,19 @@ class HostExecutable final : public runtime::Executable {
     for (size_t v = 0; v < nodes.size(); ++v)
       if (p.slots[v].where == Where::kAlias) st.ptrs[v] = st.ptrs[p.slots[v].root];
 
+    const bool prof = step_profile_on();
     for (size_t k = 0; k < p.steps.size(); ++k) {
       const Step& s = p.steps[k];
       for (size_t j = 0; j < s.operands.size(); ++j) st.ins[j] = st.ptrs[s.operands[j]];
       for (size_t j = 0; j < s.results.size(); ++j) st.outs[j] = st.ptrs[s.results[j]];
       void* scratch = s.scratch_bytes > 0 ? arena + p.scratch_offset[k] : nullptr;
+      if (!prof) {
+        s.fn(KernelArgs{s, st.ins.data(), st.ptrs[s.node], scratch, st.outs.data()});
+        continue;
+      }
+      auto t0 = std::chrono::steady_clock::now();
       s.fn(KernelArgs{s, st.ins.data(), st.ptrs[s.node], scratch, st.outs.data()});
+      step_profile_add(s, std::chrono::steady_clock::now() - t0);
     }
 
     for (size_t i = 0; i < outputs.size(); ++i)
