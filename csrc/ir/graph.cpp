@@ -253,6 +253,9 @@ void infer_dot(const Graph& g, Node& n) {
   TPU_CHECK(l.dtype == r.dtype, "[dot_general] operand dtypes differ; got ", dtype_name(l.dtype),
             " and ", dtype_name(r.dtype));
   TPU_CHECK(!is_bool(l.dtype), "[dot_general] unsupported dtype i1");
+  TPU_CHECK(a.ivalue == 0 || (a.ivalue == 1 && l.dtype == DType::BF16),
+            "[dot_general] an f32 result (ivalue 1) needs bf16 operands; got ", dtype_name(l.dtype),
+            " operands and ivalue ", a.ivalue);
   TPU_CHECK(a.lhs_batch.size() == a.rhs_batch.size() &&
                 a.lhs_contract.size() == a.rhs_contract.size(),
             "[dot_general] batch/contracting dimension lists differ in length");
@@ -277,7 +280,7 @@ void infer_dot(const Graph& g, Node& n) {
   for (size_t i = 0; i < r.shape.size(); ++i)
     if (std::find(rd.begin(), rd.end(), static_cast<int64_t>(i)) == rd.end())
       n.shape.push_back(r.shape[i]);
-  n.dtype = l.dtype;
+  n.dtype = a.ivalue == 1 ? DType::F32 : l.dtype;
 }
 
 }  // namespace

@@ -31,7 +31,7 @@ struct Attrs {
   std::vector<int64_t> window_strides, pad_lo, pad_hi, lhs_dilation, rhs_dilation;
   int64_t groups = 1;                  // convolution feature_group_count
   double value = 0;                    // constant (float)
-  int64_t ivalue = 0;                  // constant (integer/bool)
+  int64_t ivalue = 0;                  // constant (integer/bool); dot: 1 = bf16 operands, f32 result
   Cmp direction = Cmp::EQ;
   Reducer reducer = Reducer::Sum;
   Precision precision = Precision::Default;

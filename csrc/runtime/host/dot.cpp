@@ -124,11 +124,13 @@ void float_dot_kernel(const KernelArgs& a) {
              static_cast<double*>(a.out));
     return;
   } else {
+    const bool mixed = a.step.n->dtype == DType::F32;  // bf16 operands, f32 result (attrs.ivalue 1)
     Recipe rc = recipe(D, a.step.n->attrs.precision, a.step.v1[0] != 0);
+    if (mixed && a.step.v1[1] != 0) rc = {0, true, {}, {}};  // native bf16 GEMM on the operands as stored
     Operand l = operand(a, 0, sizeof(S)), r = operand(a, 1, sizeof(S));
-    float* c = D == DType::F32 ? static_cast<float*>(a.out) : reinterpret_cast<float*>(region(a, kFC));
+    float* c = D == DType::F32 || mixed ? static_cast<float*>(a.out) : reinterpret_cast<float*>(region(a, kFC));
     if (rc.parts == 0) {
-      gemm({B, M, N, K, l.trans, r.trans}, GemmType::F32, l.p, r.p, c);
+      gemm({B, M, N, K, l.trans, r.trans}, rc.bf16 ? GemmType::BF16 : GemmType::F32, l.p, r.p, c);
     } else {
       void* pa = region(a, kPA);
       void* pb = region(a, kPB);
@@ -144,6 +146,7 @@ void float_dot_kernel(const KernelArgs& a) {
       gemm({B, M, N, rc.parts * K, l.trans, r.trans}, rc.bf16 ? GemmType::BF16 : GemmType::F32, pa, pb, c);
     }
     if constexpr (D != DType::F32) {
+      if (mixed) return;
       S* o = static_cast<S*>(a.out);
       parallel_for(B * M * N, kParallelGrain, [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i) o[i] = DT<D>::store(c[i]);
@@ -229,6 +232,10 @@ void prepare_dot(const ir::Graph& g, Step& s) {
   DType d = l.dtype;
   bool native = d == DType::F32 && at.precision != ir::Precision::Highest && gemm_has_bf16();
   Recipe rc = ir::is_float(d) && d != DType::F64 ? recipe(d, at.precision, native) : Recipe{0, false, {}, {}};
+  // A mixed dot (bf16 operands, f32 result): the native bf16 GEMM reads the operands as they
+  // are (no packing); without one they are widened to f32 like any bf16 dot.
+  const bool mixed = n.dtype == DType::F32 && d == DType::BF16, mixed_native = mixed && gemm_has_bf16();
+  if (mixed_native) rc = {0, true, {}, {}};
   // The GEMM reads operands as stored, or packed elementwise (one part) in the same layout.
   bool direct = ir::is_float(d) && rc.parts <= 1;
   int lm = plan_operand(l, at.lhs_batch, at.lhs_contract, true, direct, s);
@@ -238,13 +245,13 @@ void prepare_dot(const ir::Graph& g, Step& s) {
     rm = rm == 1 ? 2 : rm;
   }
   s.v0 = {lm, rm, rc.parts};
-  s.v1 = {rc.bf16 ? 1 : 0};
+  s.v1 = {rc.bf16 && !mixed_native ? 1 : 0, mixed_native ? 1 : 0};
   int64_t elem = static_cast<int64_t>(ir::dtype_size(d)), pe = rc.bf16 ? 2 : 4;
   int64_t sizes[kNumRegions] = {lm == 2 ? B * M * K * elem : 0,
                                 rm == 2 ? B * K * N * elem : 0,
                                 rc.parts * B * M * K * pe,
                                 rc.parts * B * K * N * pe,
-                                !ir::is_float(d) ? N * 8 : rc.parts > 0 && d != DType::F32 ? B * M * N * 4 : 0};
+                                !ir::is_float(d) ? N * 8 : rc.parts > 0 && d != DType::F32 && !mixed ? B * M * N * 4 : 0};
   s.offsets.assign(kNumRegions, 0);
   for (int i = 0; i < kNumRegions; ++i) {
     s.offsets[i] = s.scratch_bytes;

@@ -104,12 +104,32 @@ bool rounds_operands(const ir::Graph& g, const ir::Node& n, bool dots) {
   return g.nodes()[n.operands[0]].dtype == ir::DType::F32 && g.nodes()[n.operands[1]].dtype == ir::DType::F32;
 }
 
+// Rows of a dot's lhs (batch included): B * M.
+int64_t dot_rows(const ir::Graph& g, const ir::Node& n) {
+  const ir::Node& l = g.nodes()[n.operands[0]];
+  int64_t k = 1;
+  for (int64_t d : n.attrs.lhs_contract) k *= l.shape[d];
+  return k == 0 ? 0 : ir::numel(l.shape) / k;
+}
+
+// With a native bf16 GEMM, an f32 DEFAULT dot with at least this many lhs rows becomes a
+// mixed dot over bf16 operands (below). Fewer rows (decode: a few tokens against a large
+// weight) keep the packed form, which rounds the weight while reading it.
+constexpr int64_t kMixedDotMinRows = 32;
+
 // PlanOptions::round_operands_in_graph: the graph rebuilt with explicit operand rounding.
-// Returns false (and leaves `out` alone) when no node needs it.
+// Without a native bf16 GEMM: dot(convert(convert(x, bf16), f32), ...) at HIGHEST, so the
+// rounding fuses into the loop producing x. With one: dot(convert(x, bf16), ...) with an f32
+// result (attrs.ivalue = 1): the producing loop writes the bf16 copy the GEMM reads, in
+// place of a separate packing pass per operand. Returns false (and leaves `out` alone) when
+// no node needs it.
 bool round_operands(const ir::Graph& g, ir::Graph& out) {
-  bool dots = !gemm_has_bf16();
+  bool native = gemm_has_bf16();
+  auto mixed = [&](const ir::Node& n) {
+    return native && n.op == ir::OpCode::Dot && rounds_operands(g, n, true) && dot_rows(g, n) >= kMixedDotMinRows;
+  };
   bool any = false;
-  for (const ir::Node& n : g.nodes()) any |= rounds_operands(g, n, dots);
+  for (const ir::Node& n : g.nodes()) any |= rounds_operands(g, n, !native) || mixed(n);
   if (!any) return false;
   std::vector<ir::Value> map(g.nodes().size());
   for (size_t i = 0; i < g.nodes().size(); ++i) {
@@ -121,7 +141,10 @@ bool round_operands(const ir::Graph& g, ir::Graph& out) {
     std::vector<ir::Value> ops;
     for (int o : n.operands) ops.push_back(map[o]);
     ir::Attrs attrs = n.attrs;
-    if (rounds_operands(g, n, dots)) {
+    if (mixed(n)) {
+      for (ir::Value& v : ops) v = out.convert(v, ir::DType::BF16);
+      attrs.ivalue = 1;
+    } else if (rounds_operands(g, n, !native)) {
       for (ir::Value& v : ops) v = out.convert(out.convert(v, ir::DType::BF16), ir::DType::F32);
       attrs.precision = ir::Precision::Highest;
     }

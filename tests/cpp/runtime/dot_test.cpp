@@ -117,6 +117,40 @@ TEST(HostDot, DefaultPrecisionIsBf16InputsFp32Accumulate) {
     }
 }
 
+// attrs.ivalue = 1: bf16 operands, f32 result, no final rounding (the host plan's DEFAULT form
+// on CPUs with a native bf16 GEMM; widened to f32 elsewhere). Operands as stored and
+// transposed; equals an f32 GEMM of the widened operands up to summation order.
+TEST(HostDot, MixedBf16OperandsF32Result) {
+  for (bool trans_rhs : {false, true}) {
+    int64_t M = 40, K = 33, N = 24;
+    Shape rs = trans_rhs ? Shape{N, K} : Shape{K, N};
+    Tensor l = make(DType::BF16, {M, K}, [](int64_t i) { return std::sin(0.37 * i) * 3; });
+    Tensor r = make(DType::BF16, rs, [](int64_t i) { return std::cos(0.11 * i) / 7; });
+    Graph g;
+    Value pl = g.param(DType::BF16, {M, K}), pr = g.param(DType::BF16, rs);
+    ir::Attrs a = dims({}, {}, {1}, {trans_rhs ? 1 : 0}, ir::Precision::Default);
+    a.ivalue = 1;
+    Value out = g.dot(pl, pr, a);
+    ASSERT_EQ(g.dtype(out), DType::F32);
+    g.set_outputs({out});
+    Tensor got = run(g, {l, r})[0];
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        double want = 0, mag = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          double p = l.get(m * K + k) * r.get(trans_rhs ? n * K + k : k * N + n);
+          want += p, mag += std::fabs(p);
+        }
+        ASSERT_NEAR(got.get(m * N + n), want, K * std::ldexp(mag, -24) + 1e-30) << m << "," << n;
+      }
+  }
+  Graph g;  // only bf16 operands may ask for an f32 result
+  Value x = g.param(DType::F32, {2, 3}), y = g.param(DType::F32, {3, 2});
+  ir::Attrs a = dims({}, {}, {1}, {0});
+  a.ivalue = 1;
+  EXPECT_THROW(g.dot(x, y, a), std::exception);
+}
+
 // Nearest bf16 by comparing distances in double; ties go to the even pattern.
 uint32_t ref_bf16_bits(uint32_t u) {
   uint32_t lo = u & 0xFFFF0000u, hi = lo + 0x10000u;
