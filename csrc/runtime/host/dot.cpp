@@ -127,7 +127,10 @@ void float_dot_kernel(const KernelArgs& a) {
     Recipe rc = recipe(D, a.step.n->attrs.precision, a.step.v1[0] != 0);
     Operand l = operand(a, 0, sizeof(S)), r = operand(a, 1, sizeof(S));
     float* c = D == DType::F32 ? static_cast<float*>(a.out) : reinterpret_cast<float*>(region(a, kFC));
-    if (rc.parts == 0) {
+    if (D == DType::F32 && a.step.n->attrs.precision == ir::Precision::Default &&  // few rows: streamed
+        gemm_small_default({B, M, N, K, l.trans, r.trans}, static_cast<const float*>(l.p),
+                           static_cast<const float*>(r.p), c, rc.bf16)) {
+    } else if (rc.parts == 0) {
       gemm({B, M, N, K, l.trans, r.trans}, GemmType::F32, l.p, r.p, c);
     } else {
       void* pa = region(a, kPA);
