@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -233,5 +235,26 @@ TEST(HostGemv, AgreesWithThePackedGemm) {
   }
 }
 
+}  // namespace
+}  // namespace torch_tpu::host
+
+namespace torch_tpu::host {
+namespace {
+// Micro-benchmark (disabled): tpu_cpp_tests --gtest_also_run_disabled_tests --gtest_filter='HostGemv.DISABLED_Bench'
+TEST(HostGemv, DISABLED_Bench) {
+  for (int64_t M : {1, 8, 16})
+    for (bool tb : {true, false}) {
+      Problem p = make_problem(1, M, 1024, 4096, false, tb);
+      std::vector<float> c(M * 4096);
+      double best = 1e30;
+      for (int i = 0; i < 50; ++i) {
+        auto t0 = std::chrono::steady_clock::now();
+        gemm_small_default(p.s, p.a.data(), p.b.data(), c.data(), true);
+        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+      std::printf("[gemv] M=%ld K=1024 N=4096 %s %.1f GFLOP/s\n", static_cast<long>(M), tb ? "[N,K]" : "[K,N]",
+                  2.0 * M * 1024 * 4096 / best / 1e9);
+    }
+}
 }  // namespace
 }  // namespace torch_tpu::host
