@@ -124,6 +124,35 @@ def test_default_few_rows_rounds_each_operand(m, k, n, trans_a):
     assert ((got - exact).abs() / scale.clamp_min(1e-30))[finite & torch.isfinite(scale)].max().item() > 2.0**-12
 
 
+@pytest.mark.parametrize("shape,k,n", [((1, 1024), 1024, 4096), ((1, 8, 1024), 1024, 4096), ((5, 3, 100), 100, 33),
+                                         ((16, 7), 7, 1000), ((17, 64), 64, 50)])
+@pytest.mark.parametrize("entry", ["linear", "matmul_t"])
+def test_default_linear_decode_rounds_each_operand(shape, k, n, entry):
+    # Decode through a projection stored [N, K] (F.linear, x @ W.t()): the few-row kernel reads
+    # the weight as stored and rounds it in registers. Same contract as above, against float64
+    # on the bf16-rounded operands; NaN / Inf / a subnormal in one weight row.
+    g = torch.Generator().manual_seed(n + k)
+    x = torch.randn(*shape, generator=g)
+    w = torch.randn(n, k, generator=g)
+    w[n - 1, :3] = torch.tensor([float("nan"), float("inf"), 1e-40])
+    w[0, 1] = float("-inf")
+    want = x.bfloat16().double() @ w.bfloat16().double().t()
+    with torch_tpu.precision(Precision.DEFAULT):
+        xt, wt = x.to("tpu"), w.to("tpu")
+        got = (torch.nn.functional.linear(xt, wt) if entry == "linear" else xt @ wt.t()).cpu().double()
+    assert got.shape == want.shape
+    nan = torch.isnan(want)
+    assert torch.equal(torch.isnan(got), nan)
+    inf = torch.isinf(want)
+    assert torch.equal(got[inf], want[inf])
+    scale = x.abs().bfloat16().double() @ w.abs().bfloat16().double().t()
+    ok = ~nan & ~inf & torch.isfinite(scale)
+    err = ((got - want).abs() / scale.clamp_min(1e-30))[ok]
+    assert err.max().item() < k * 2.0**-24, err.max().item()
+    exact = x.double() @ w.double().t()
+    assert ((got - exact).abs() / scale.clamp_min(1e-30))[ok].max().item() > 2.0**-12
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_low_precision_inputs_ignore_the_mode(dtype):
     fn, a, b = _ops()["mm"]

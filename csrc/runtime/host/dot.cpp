@@ -129,7 +129,10 @@ void float_dot_kernel(const KernelArgs& a) {
     if (mixed && a.step.v1[1] != 0) rc = {0, true, {}, {}};  // native bf16 GEMM on the operands as stored
     Operand l = operand(a, 0, sizeof(S)), r = operand(a, 1, sizeof(S));
     float* c = D == DType::F32 || mixed ? static_cast<float*>(a.out) : reinterpret_cast<float*>(region(a, kFC));
-    if (rc.parts == 0) {
+    if (D == DType::F32 && a.step.n->attrs.precision == ir::Precision::Default &&  // few rows: streamed
+        gemm_small_default({B, M, N, K, l.trans, r.trans}, static_cast<const float*>(l.p),
+                           static_cast<const float*>(r.p), c, rc.bf16)) {
+    } else if (rc.parts == 0) {
       gemm({B, M, N, K, l.trans, r.trans}, rc.bf16 ? GemmType::BF16 : GemmType::F32, l.p, r.p, c);
     } else {
       void* pa = region(a, kPA);

@@ -25,6 +25,15 @@ bool gemm_has_bf16();
 // order. m, n, k may be 0 (k = 0 writes zeros).
 void gemm(const GemmShape& s, GemmType type, const void* a, const void* b, float* c);
 
+// DEFAULT-precision f32 product for few rows (decode / GEMV shapes, gemv.cpp):
+// C = round_bf16(op(A)) x round_bf16(op(B)) with exact products and f32 sums, reading A and B
+// as stored (B, the large operand, is rounded in registers: no rounded copy is written).
+// flush_subnormals: rounded values with a zero exponent count as zero, as the native bf16
+// kernels read them (pass gemm_has_bf16() where this replaces a bf16 GEMM). Returns false,
+// writing nothing, when the shape is not one it handles (m > 16, or a large A); then use gemm.
+// Each result is independent of the thread split; summation order differs from gemm's.
+bool gemm_small_default(const GemmShape& s, const float* a, const float* b, float* c, bool flush_subnormals);
+
 // Same for f64 (OpenBLAS dgemm, one call per batch).
 void gemm_f64(const GemmShape& s, const double* a, const double* b, double* c);
 

@@ -116,6 +116,7 @@ int64_t dot_rows(const ir::Graph& g, const ir::Node& n) {
 // mixed dot over bf16 operands (below). Fewer rows (decode: a few tokens against a large
 // weight) keep the packed form, which rounds the weight while reading it.
 constexpr int64_t kMixedDotMinRows = 32;
+constexpr int64_t kSmallDefaultRows = 16;  // gemm_small_default's limit (gemv.cpp)
 
 // PlanOptions::round_operands_in_graph: the graph rebuilt with explicit operand rounding.
 // Without a native bf16 GEMM: dot(convert(convert(x, bf16), f32), ...) at HIGHEST, so the
@@ -128,8 +129,12 @@ bool round_operands(const ir::Graph& g, ir::Graph& out) {
   auto mixed = [&](const ir::Node& n) {
     return native && n.op == ir::OpCode::Dot && rounds_operands(g, n, true) && dot_rows(g, n) >= kMixedDotMinRows;
   };
+  // Without one, dots with few rows stay DEFAULT too: gemm_small_default rounds them in registers.
+  auto rewrite = [&](const ir::Node& n) {
+    return rounds_operands(g, n, !native) && (n.op != ir::OpCode::Dot || dot_rows(g, n) > kSmallDefaultRows);
+  };
   bool any = false;
-  for (const ir::Node& n : g.nodes()) any |= rounds_operands(g, n, !native) || mixed(n);
+  for (const ir::Node& n : g.nodes()) any |= rewrite(n) || mixed(n);
   if (!any) return false;
   std::vector<ir::Value> map(g.nodes().size());
   for (size_t i = 0; i < g.nodes().size(); ++i) {
@@ -144,7 +149,7 @@ bool round_operands(const ir::Graph& g, ir::Graph& out) {
     if (mixed(n)) {
       for (ir::Value& v : ops) v = out.convert(v, ir::DType::BF16);
       attrs.ivalue = 1;
-    } else if (rounds_operands(g, n, !native)) {
+    } else if (rewrite(n)) {
       for (ir::Value& v : ops) v = out.convert(out.convert(v, ir::DType::BF16), ir::DType::F32);
       attrs.precision = ir::Precision::Highest;
     }

@@ -1,0 +1,245 @@
+// gemm_small_default (gemm.h): f32 products with few rows (decode-shaped, M <= 16) at DEFAULT
+// precision, streaming the large operand and rounding it to bf16 in registers, so that no
+// rounded copy of a weight is written. Compiled once per Highway target (foreach_target.h);
+// the entry point dispatches at run time. See docs/decisions/gemm.md.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "runtime/host/gemm.h"
+#include "runtime/host/numeric.h"
+#include "runtime/host/parallel.h"
+
+// Targets as vec_math.cpp: the x86-64 baseline, SSE4, AVX2 and AVX-512 (the newer AVX-512
+// flavours add nothing to integer rounding and f32 FMAs).
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_AVX3_DL | HWY_AVX3_ZEN4 | HWY_AVX3_SPR | HWY_AVX10_2)
+#endif
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "runtime/host/gemv.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+
+#ifndef TPU_GEMV_CONSTANTS  // this file is included once per target
+#define TPU_GEMV_CONSTANTS
+namespace torch_tpu::host::gemv {
+// Rows of A (per batch) this kernel takes; above it the packed bf16/f32 GEMM is faster.
+constexpr int64_t kMaxRows = 16;
+// Rounded copies of A larger than this (floats) are not worth a streaming kernel.
+constexpr int64_t kMaxSmallOperand = int64_t{1} << 22;
+// FMAs a thread must get before parallel_for splits the columns.
+constexpr int64_t kFmasPerThread = int64_t{1} << 17;
+}  // namespace torch_tpu::host::gemv
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace torch_tpu::host::gemv {
+namespace HWY_NAMESPACE {
+namespace {
+
+namespace hn = hwy::HWY_NAMESPACE;
+using D = hn::ScalableTag<float>;
+using V = hn::Vec<D>;
+using DU = hn::RebindToUnsigned<D>;
+
+// Register tiles: accumulators + the rounded weight vectors must fit the register file.
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3  // 32 vector registers
+constexpr int kMR = 8;  // rows of A per tile
+constexpr int kNR = 3;  // [N,K] weight: rows (dot products along K) per tile
+constexpr int kNV = 3;  // [K,N] weight: vectors of columns per tile
+#else  // 16 registers
+constexpr int kMR = 4, kNR = 3, kNV = 2;
+#endif
+
+// numeric.h's round_bf16 on each lane, bit for bit: RNE on the bit pattern, NaN quieted
+// (payload top bits kept), a carry out of the max finite value gives inf. Flush: results
+// with a zero exponent (bf16 subnormals) become +0, as the native bf16 kernels read them.
+template <bool Flush>
+HWY_INLINE V round_v(V x) {
+  const DU du;
+  const auto u = hn::BitCast(du, x);
+  auto r = hn::Add(u, hn::Add(hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u)), hn::Set(du, 0x7FFFu)));
+  r = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(x)), hn::Or(u, hn::Set(du, 0x00400000u)), r);
+  r = hn::And(r, hn::Set(du, 0xFFFF0000u));
+  if constexpr (Flush) r = hn::IfThenZeroElse(hn::Eq(hn::And(r, hn::Set(du, 0x7F800000u)), hn::Zero(du)), r);
+  return hn::BitCast(D(), r);
+}
+
+template <bool Flush>
+float round_s(float x) {
+  float r = round_bf16(x);
+  return Flush && (f32_bits(r) & 0x7F800000u) == 0 ? 0.0f : r;
+}
+
+// [N,K] weight: C[m, j] = sum_k A[m, k] W[j, k] for MR rows of A (rounded, rows of kp >= K
+// floats, zero padded to whole vectors) and NR rows of W (row stride K, rounded here).
+// Lane partial sums over k, then one horizontal sum per result.
+template <int MR, int NR, bool Flush>
+HWY_NOINLINE void tile_nk(const float* HWY_RESTRICT a, int64_t kp, const float* HWY_RESTRICT w, int64_t K,
+                          float* HWY_RESTRICT c, int64_t ldc) {
+  const D d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  V acc[MR][NR];
+  for (int m = 0; m < MR; ++m)
+    for (int r = 0; r < NR; ++r) acc[m][r] = hn::Zero(d);
+  auto step = [&](int64_t k, const V* wv) HWY_ATTR {
+    for (int m = 0; m < MR; ++m) {
+      const V av = hn::LoadU(d, a + m * kp + k);
+      for (int r = 0; r < NR; ++r) acc[m][r] = hn::MulAdd(av, wv[r], acc[m][r]);
+    }
+  };
+  int64_t k = 0;
+  for (; k + L <= K; k += L) {
+    V wv[NR];
+    for (int r = 0; r < NR; ++r) wv[r] = round_v<Flush>(hn::LoadU(d, w + r * K + k));
+    step(k, wv);
+  }
+  if (k < K) {  // the tail: W zero-filled past K, A zero padded
+    V wv[NR];
+    for (int r = 0; r < NR; ++r) wv[r] = round_v<Flush>(hn::LoadN(d, w + r * K + k, static_cast<size_t>(K - k)));
+    step(k, wv);
+  }
+  for (int m = 0; m < MR; ++m)
+    for (int r = 0; r < NR; ++r) c[m * ldc + r] = hn::ReduceSum(d, acc[m][r]);
+}
+
+// [K,N] weight: C[m, cols] += A[m, k] * W[k, cols] over k in order, for MR rows of A (rounded,
+// k-major: A[m, k] at a[k * lda + m]) and NV vectors of columns (`last` valid lanes in the
+// last one when Partial).
+template <int MR, int NV, bool Flush, bool Partial>
+HWY_NOINLINE void tile_kn(const float* HWY_RESTRICT a, int64_t lda, const float* HWY_RESTRICT w, int64_t ldw,
+                          int64_t K, float* HWY_RESTRICT c, int64_t ldc, size_t last) {
+  const D d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  V acc[MR][NV];
+  for (int m = 0; m < MR; ++m)
+    for (int v = 0; v < NV; ++v) acc[m][v] = hn::Zero(d);
+  for (int64_t k = 0; k < K; ++k) {
+    const float* wk = w + k * ldw;
+    V wv[NV];
+    for (int v = 0; v < NV; ++v)
+      wv[v] = round_v<Flush>(Partial && v == NV - 1 ? hn::LoadN(d, wk + v * L, last) : hn::LoadU(d, wk + v * L));
+    const float* ak = a + k * lda;
+    for (int m = 0; m < MR; ++m) {
+      const V av = hn::Set(d, ak[m]);
+      for (int v = 0; v < NV; ++v) acc[m][v] = hn::MulAdd(av, wv[v], acc[m][v]);
+    }
+  }
+  for (int m = 0; m < MR; ++m)
+    for (int v = 0; v < NV; ++v) {
+      if (Partial && v == NV - 1) hn::StoreN(acc[m][v], d, c + m * ldc + v * L, last);
+      else hn::StoreU(acc[m][v], d, c + m * ldc + v * L);
+    }
+}
+
+// Run-time rows/columns -> the tile instantiation (MR counts down from kMR).
+template <bool Flush, int MR = kMR, int NR = kNR>
+void nk(int mr, int nr, const float* a, int64_t kp, const float* w, int64_t K, float* c, int64_t ldc) {
+  if (mr != MR) {
+    if constexpr (MR > 1) nk<Flush, MR - 1, NR>(mr, nr, a, kp, w, K, c, ldc);
+  } else if (nr != NR) {
+    if constexpr (NR > 1) nk<Flush, MR, NR - 1>(mr, nr, a, kp, w, K, c, ldc);
+  } else {
+    tile_nk<MR, NR, Flush>(a, kp, w, K, c, ldc);
+  }
+}
+
+template <bool Flush, bool Partial, int NV, int MR = kMR>
+void kn(int mr, const float* a, int64_t lda, const float* w, int64_t ldw, int64_t K, float* c, int64_t ldc,
+        size_t last) {
+  if (mr != MR) {
+    if constexpr (MR > 1) kn<Flush, Partial, NV, MR - 1>(mr, a, lda, w, ldw, K, c, ldc, last);
+  } else {
+    tile_kn<MR, NV, Flush, Partial>(a, lda, w, ldw, K, c, ldc, last);
+  }
+}
+
+// Columns [j0, j1) of one batch's C for every row group.
+template <bool Flush>
+void columns(const GemmShape& s, const float* a, int64_t kp, const float* w, float* c, int64_t j0, int64_t j1) {
+  const int64_t M = s.m, N = s.n, K = s.k;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(D()));
+  for (int64_t m0 = 0; m0 < M; m0 += kMR) {
+    const int mr = static_cast<int>(std::min<int64_t>(kMR, M - m0));
+    float* cm = c + m0 * N;
+    if (s.trans_b) {
+      for (int64_t j = j0; j < j1; j += kNR) {
+        const int nr = static_cast<int>(std::min<int64_t>(kNR, j1 - j));
+        nk<Flush>(mr, nr, a + m0 * kp, kp, w + j * K, K, cm + j, N);
+      }
+    } else {
+      const float* am = a + m0;  // k-major rows of M
+      int64_t j = j0;
+      for (; j + kNV * L <= j1; j += kNV * L) kn<Flush, false, kNV>(mr, am, M, w + j, N, K, cm + j, N, 0);
+      for (; j + L <= j1; j += L) kn<Flush, false, 1>(mr, am, M, w + j, N, K, cm + j, N, 0);
+      if (j < j1) kn<Flush, true, 1>(mr, am, M, w + j, N, K, cm + j, N, static_cast<size_t>(j1 - j));
+    }
+  }
+}
+
+template <bool Flush>
+void run_t(const GemmShape& s, const float* a, const float* b, float* c) {
+  const int64_t B = s.batch, M = s.m, N = s.n, K = s.k;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(D()));
+  // A rounded once: [B, M, kp] rows zero padded to whole vectors ([N,K] weights) or k-major
+  // [B, K, M] ([K,N] weights, read as broadcasts).
+  const int64_t kp = s.trans_b ? (K + L - 1) / L * L : K;
+  const int64_t per_batch = M * kp;
+  thread_local std::vector<float> small;  // reused across calls; large ones are freed after
+  std::vector<float> large;
+  std::vector<float>& buf = B * per_batch <= (int64_t{1} << 16) ? small : large;
+  buf.assign(static_cast<size_t>(B * per_batch), 0.0f);
+  for (int64_t bi = 0; bi < B; ++bi)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t k = 0; k < K; ++k) {
+        const float x = s.trans_a ? a[(bi * K + k) * M + m] : a[(bi * M + m) * K + k];
+        buf[s.trans_b ? bi * per_batch + m * kp + k : bi * per_batch + k * M + m] = round_s<Flush>(x);
+      }
+  // Column blocks: whole tiles, so that threads split at tile boundaries.
+  const int64_t cols = s.trans_b ? kNR : kNV * L;
+  const int64_t blocks = (N + cols - 1) / cols;
+  const int64_t grain = std::max<int64_t>(1, kFmasPerThread / std::max<int64_t>(1, M * K * cols));
+  const float* ab = buf.data();
+  parallel_for(B * blocks, grain, [&](int64_t u0, int64_t u1) {
+    for (int64_t u = u0; u < u1;) {
+      const int64_t bi = u / blocks, first = u % blocks;
+      const int64_t last = std::min(blocks, first + (u1 - u));
+      columns<Flush>(s, ab + bi * per_batch, kp, b + bi * K * N, c + bi * M * N, first * cols,
+                     std::min(N, last * cols));
+      u += last - first;
+    }
+  });
+}
+
+void run(const GemmShape& s, const float* a, const float* b, float* c, bool flush) {
+  if (flush) run_t<true>(s, a, b, c);
+  else run_t<false>(s, a, b, c);
+}
+
+}  // namespace
+void run_small(const GemmShape& s, const float* a, const float* b, float* c, bool flush) { run(s, a, b, c, flush); }
+}  // namespace HWY_NAMESPACE
+}  // namespace torch_tpu::host::gemv
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace torch_tpu::host {
+namespace gemv {
+HWY_EXPORT(run_small);
+}  // namespace gemv
+
+bool gemm_small_default(const GemmShape& s, const float* a, const float* b, float* c, bool flush_subnormals) {
+  if (s.m < 1 || s.m > gemv::kMaxRows || s.batch < 0 || s.n < 0 || s.k < 0) return false;
+  if (s.batch * s.m * s.k > gemv::kMaxSmallOperand) return false;
+  if (s.batch == 0 || s.n == 0) return true;
+  if (s.k == 0) {
+    std::memset(c, 0, sizeof(float) * s.batch * s.m * s.n);
+    return true;
+  }
+  HWY_DYNAMIC_DISPATCH(gemv::run_small)(s, a, b, c, flush_subnormals);
+  return true;
+}
+
+}  // namespace torch_tpu::host
+#endif  // HWY_ONCE
