@@ -170,6 +170,9 @@ std::shared_ptr<const Entry> Cache::find(const int64_t* sig, size_t n, uint64_t 
   // Not owning (aliasing an empty owner): no reference count traffic per op.
   if (f.cache == id_ && f.h == h && f.sig.size() == n && std::equal(f.sig.begin(), f.sig.end(), sig))
     return std::shared_ptr<const Entry>(std::shared_ptr<const Entry>(), f.e.get());
+  // An empty cache (the generic one of an op whose lowering binds no scalar_arg) needs no lock
+  // to miss: a racing insert only costs one more recording.
+  if (count_.load(std::memory_order_relaxed) == 0) return nullptr;
   std::shared_ptr<const Entry> e;
   {
     std::lock_guard<std::mutex> lk(mu_);

@@ -8,6 +8,7 @@
 #pragma once
 #include <ATen/ATen.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -74,7 +75,7 @@ class Cache {
  private:
   const uint64_t id_;  // tells this cache's front slots from another's
   std::mutex mu_;
-  size_t count_ = 0;
+  std::atomic<size_t> count_{0};  // written under mu_; read without it by find()
   std::unordered_map<uint64_t, std::vector<std::pair<std::vector<int64_t>, std::shared_ptr<const Entry>>>> map_;
 };
 
