@@ -61,7 +61,8 @@ bool add(const c10::IValue& v, bool scalar_arg, std::vector<int64_t>& s, std::ve
   }
   if (scalar_arg && (v.isDouble() || v.isInt() || v.isBool())) {
     s.push_back(v.isDouble() ? kDouble : v.isInt() ? kInt : kBool);
-    tail.push_back(value_of(v.toScalar()));
+    // value_of(v.toScalar())'s value, without building a Scalar per op (add's alpha).
+    tail.push_back(v.isDouble() ? bits_of(v.toDouble()) : v.isInt() ? v.toInt() : static_cast<int64_t>(v.toBool()));
     return true;
   }
   if (v.isDouble()) { s.push_back(kDouble); s.push_back(bits_of(v.toDouble())); return true; }
