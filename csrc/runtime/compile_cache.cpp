@@ -6,15 +6,39 @@
 
 namespace torch_tpu::runtime {
 
+namespace {
+std::atomic<uint64_t> g_next_id{1};
+}  // namespace
+
+CompileCache::CompileCache() : id_(g_next_id.fetch_add(1)) {}
+
+CompileCache::Front& CompileCache::front(uint64_t key) {
+  thread_local Front t[kFront];
+  return t[(key ^ (key >> 17)) % kFront];
+}
+
 std::shared_ptr<Executable> CompileCache::find(uint64_t key) {
+  Front& f = front(key);
+  // The usual hit: no lock. `live` is read after the slot matched: an entry evicted meanwhile
+  // may still count this hit (a benign race with a concurrent eviction).
+  if (f.cache == id_ && f.key == key && f.e->live.load(std::memory_order_acquire)) {
+    Entry& e = *f.e;
+    e.reads.fetch_add(1, std::memory_order_relaxed);
+    uint64_t t = tick_.load(std::memory_order_relaxed);
+    if (e.used.load(std::memory_order_relaxed) != t) e.used.store(t, std::memory_order_relaxed);
+    return e.exe;
+  }
   std::lock_guard<std::mutex> lk(mu_);
-  ++reqs_;
   auto it = map_.find(key);
-  if (it == map_.end()) return nullptr;
-  ++hits_;
-  ++it->second.stats.read_count;
-  it->second.used = ++tick_;
-  return it->second.exe;
+  if (it == map_.end()) {
+    ++misses_;
+    return nullptr;
+  }
+  Entry& e = *it->second;
+  e.reads.fetch_add(1, std::memory_order_relaxed);
+  e.used.store(tick_.fetch_add(1, std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  f = {id_, key, it->second};
+  return e.exe;
 }
 
 namespace {
@@ -40,16 +64,18 @@ std::shared_ptr<Executable> CompileCache::insert(uint64_t key, const ir::Graph& 
   auto t0 = std::chrono::steady_clock::now();
   auto exe = rt.compile(graph);
   auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
+  auto e = std::make_shared<Entry>();
+  e->exe = exe;
+  e->stats.key = key;
+  e->stats.compilation_duration_us = us;
+  e->stats.name = name ? name : "";
+  e->stats.signature = std::move(sig);
   std::lock_guard<std::mutex> lk(mu_);
-  auto& e = map_[key];
-  e.exe = exe;
-  e.stats.key = key;
-  e.stats.compilation_duration_us = us;
-  e.stats.read_count = 1;
-  e.stats.name = name ? name : "";
-  e.stats.signature = std::move(sig);
-  e.stats.miss_index = reqs_ - hits_;
-  e.used = ++tick_;
+  e->stats.miss_index = misses_;
+  e->used.store(tick_.fetch_add(1, std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  auto& slot = map_[key];
+  if (slot) drop_locked(*slot);  // two threads compiled the same graph: the later one stays
+  slot = std::move(e);
   if (map_.size() > capacity_) evict_locked();
   return exe;
 }
@@ -66,18 +92,25 @@ void CompileCache::set_capacity(size_t n) {
   if (map_.size() > capacity_) evict_locked();
 }
 
+// Takes `e` out of service: front slots stop serving it, its hits stay counted.
+void CompileCache::drop_locked(Entry& e) {
+  e.live.store(false, std::memory_order_release);
+  dropped_hits_ += e.reads.load(std::memory_order_relaxed) - 1;
+}
+
 // Drops the least recently used entries down to 7/8 of the capacity.
 void CompileCache::evict_locked() {
   size_t keep = capacity_ - capacity_ / 8;
   if (map_.size() <= keep) return;
   std::vector<uint64_t> ticks;
   ticks.reserve(map_.size());
-  for (auto& [k, e] : map_) ticks.push_back(e.used);
+  for (auto& [k, e] : map_) ticks.push_back(e->used.load(std::memory_order_relaxed));
   size_t drop = map_.size() - keep;
   std::nth_element(ticks.begin(), ticks.begin() + (drop - 1), ticks.end());
   uint64_t cut = ticks[drop - 1];
   for (auto it = map_.begin(); it != map_.end() && drop > 0;) {
-    if (it->second.used <= cut) {
+    if (it->second->used.load(std::memory_order_relaxed) <= cut) {
+      drop_locked(*it->second);
       it = map_.erase(it);
       --drop;
     } else {
@@ -95,16 +128,21 @@ std::shared_ptr<Executable> CompileCache::get(const ir::Graph& graph, Runtime& r
 CacheStats CompileCache::stats() const {
   std::lock_guard<std::mutex> lk(mu_);
   CacheStats s;
-  s.num_cache_reqs = reqs_;
-  s.num_cache_hits = hits_;
-  for (auto& [k, e] : map_) s.per_entry_stats.push_back(e.stats);
+  s.num_cache_hits = dropped_hits_;
+  for (auto& [k, e] : map_) {
+    s.per_entry_stats.push_back(e->stats);
+    s.per_entry_stats.back().read_count = e->reads.load(std::memory_order_relaxed);
+    s.num_cache_hits += s.per_entry_stats.back().read_count - 1;
+  }
+  s.num_cache_reqs = s.num_cache_hits + misses_;
   return s;
 }
 
 void CompileCache::clear() {
   std::lock_guard<std::mutex> lk(mu_);
+  for (auto& [k, e] : map_) e->live.store(false, std::memory_order_release);
   map_.clear();
-  reqs_ = hits_ = 0;
+  misses_ = dropped_hits_ = 0;
 }
 
 CompileCache& CompileCache::global() {

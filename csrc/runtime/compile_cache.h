@@ -2,8 +2,12 @@
 // TorchTPU-style stats (requests, hits, per-entry compile time and read count).
 // Bounded: past `capacity()` entries (env TORCH_TPU_COMPILE_CACHE_ENTRIES, default 4096)
 // the least recently used eighth is dropped (executables still in use live on in their
-// launches). Thread-safe.
+// launches). Thread-safe. A hit is lock-free on the thread's own small front table (its last
+// keys): the entry's counters are atomics, and an evicted or cleared entry is marked dead so
+// a front slot never serves it. Recency for eviction is the tick of the last miss, insert or
+// locked hit (front hits since the last miss tie).
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -42,23 +46,37 @@ class CompileCache {
   std::shared_ptr<Executable> insert(uint64_t key, const ir::Graph& graph, Runtime& rt, const char* name = nullptr);
   CacheStats stats() const;
   void clear();
+  CompileCache();
   size_t capacity() const { return capacity_; }
   void set_capacity(size_t n);
   static CompileCache& global();
 
  private:
+  // Shared with the threads' front tables; `stats.read_count` is filled from `reads`.
   struct Entry {
     std::shared_ptr<Executable> exe;
     CacheEntryStats stats;
-    uint64_t used = 0;  // tick of the last find/insert
+    std::atomic<int64_t> reads{1};   // the miss that compiled it, then one per hit
+    std::atomic<uint64_t> used{0};   // tick of the last miss/insert/locked hit seen
+    std::atomic<bool> live{true};    // false once evicted or cleared
   };
+  // This thread's front table: the entries of its last hits, by key.
+  struct Front {
+    uint64_t cache = 0, key = 0;
+    std::shared_ptr<Entry> e;
+  };
+  static constexpr size_t kFront = 16;
+  static Front& front(uint64_t key);
+  void drop_locked(Entry& e);
   void evict_locked();
   size_t capacity_ = default_capacity();
   static size_t default_capacity();
-  uint64_t tick_ = 0;
+  const uint64_t id_;  // tells this cache's front slots from another's
+  std::atomic<uint64_t> tick_{0};
   mutable std::mutex mu_;
-  std::unordered_map<uint64_t, Entry> map_;
-  int64_t reqs_ = 0, hits_ = 0;
+  std::unordered_map<uint64_t, std::shared_ptr<Entry>> map_;
+  // Requests = hits + misses; hits = dropped_hits_ + the live entries' reads - 1.
+  int64_t misses_ = 0, dropped_hits_ = 0;
 };
 
 }  // namespace torch_tpu::runtime

@@ -107,7 +107,8 @@ class Stream {
     t_worker = true;  // the command must not wait on a stream, as on the worker
     uint64_t t0 = ticks();
     run_one(name, f, obs, tag);
-    busy_ticks_.fetch_add(ticks() - t0, std::memory_order_relaxed);
+    // Only the inline runner (one at a time, by the claim above) writes busy_ticks_.
+    busy_ticks_.store(busy_ticks_.load(std::memory_order_relaxed) + (ticks() - t0), std::memory_order_relaxed);
     t_worker = false;
     completed_.fetch_add(1);
     if (waiters_.load() > 0) {

@@ -61,7 +61,8 @@ bool add(const c10::IValue& v, bool scalar_arg, std::vector<int64_t>& s, std::ve
   }
   if (scalar_arg && (v.isDouble() || v.isInt() || v.isBool())) {
     s.push_back(v.isDouble() ? kDouble : v.isInt() ? kInt : kBool);
-    tail.push_back(value_of(v.toScalar()));
+    // value_of(v.toScalar())'s value, without building a Scalar per op (add's alpha).
+    tail.push_back(v.isDouble() ? bits_of(v.toDouble()) : v.isInt() ? v.toInt() : static_cast<int64_t>(v.toBool()));
     return true;
   }
   if (v.isDouble()) { s.push_back(kDouble); s.push_back(bits_of(v.toDouble())); return true; }
@@ -145,13 +146,51 @@ uint64_t hash_sig(const int64_t* p, size_t n, uint64_t h) {
   return h;
 }
 
+namespace {
+std::atomic<uint64_t> g_next_cache_id{1};
+
+// A thread's front table: its last hits, by (cache, hash). The signature vectors keep their
+// capacity, so a refill allocates nothing once warm.
+struct Front {
+  uint64_t cache = 0, h = 0;
+  std::vector<int64_t> sig;
+  std::shared_ptr<const Entry> e;
+};
+constexpr size_t kFront = 32;
+Front& front_slot(uint64_t cache, uint64_t h) {
+  thread_local Front t[kFront];
+  uint64_t x = h ^ (cache * 0x9E3779B97F4A7C15ull);
+  return t[(x ^ (x >> 29)) % kFront];
+}
+}  // namespace
+
+Cache::Cache() : id_(g_next_cache_id.fetch_add(1)) {}
+
 std::shared_ptr<const Entry> Cache::find(const int64_t* sig, size_t n, uint64_t h) {
-  std::lock_guard<std::mutex> lk(mu_);
-  auto it = map_.find(h);
-  if (it == map_.end()) return nullptr;
-  for (auto& [s, e] : it->second)
-    if (s.size() == n && std::equal(s.begin(), s.end(), sig)) return e;
-  return nullptr;
+  Front& f = front_slot(id_, h);
+  // Not owning (aliasing an empty owner): no reference count traffic per op.
+  if (f.cache == id_ && f.h == h && f.sig.size() == n && std::equal(f.sig.begin(), f.sig.end(), sig))
+    return std::shared_ptr<const Entry>(std::shared_ptr<const Entry>(), f.e.get());
+  // An empty cache (the generic one of an op whose lowering binds no scalar_arg) needs no lock
+  // to miss: a racing insert only costs one more recording.
+  if (count_.load(std::memory_order_relaxed) == 0) return nullptr;
+  std::shared_ptr<const Entry> e;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = map_.find(h);
+    if (it == map_.end()) return nullptr;
+    for (auto& [s, x] : it->second)
+      if (s.size() == n && std::equal(s.begin(), s.end(), sig)) {
+        e = x;
+        break;
+      }
+  }
+  if (!e) return nullptr;
+  f.cache = id_;
+  f.h = h;
+  f.sig.assign(sig, sig + n);
+  f.e = e;
+  return e;
 }
 
 void Cache::insert(std::vector<int64_t> sig, uint64_t h, std::shared_ptr<const Entry> e) {

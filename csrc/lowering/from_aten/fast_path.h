@@ -8,6 +8,7 @@
 #pragma once
 #include <ATen/ATen.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -57,17 +58,24 @@ Counters counters();
 void count_entry(bool generic);
 
 // Entries by signature, at most kMaxEntries (then it starts over: an op called with ever new
-// signatures re-records, it does not grow).
+// signatures re-records, it does not grow). Thread-safe. A thread's repeated lookups hit its
+// own small front table (its last hits, over all caches) without the lock; an entry depends
+// only on its signature, so a front slot stays right after the shared map starts over.
 class Cache {
  public:
   static constexpr size_t kMaxEntries = 256;
+  Cache();
+  // The entry for `sig` (n values, hash h), or nullptr. A front-table hit returns a pointer
+  // that does not own the entry: it stays valid until this thread's next find() on any Cache
+  // (the front slot keeps the entry alive meanwhile).
   std::shared_ptr<const Entry> find(const int64_t* sig, size_t n, uint64_t h);
   void insert(std::vector<int64_t> sig, uint64_t h, std::shared_ptr<const Entry> e);
   size_t size();
 
  private:
+  const uint64_t id_;  // tells this cache's front slots from another's
   std::mutex mu_;
-  size_t count_ = 0;
+  std::atomic<size_t> count_{0};  // written under mu_; read without it by find()
   std::unordered_map<uint64_t, std::vector<std::pair<std::vector<int64_t>, std::shared_ptr<const Entry>>>> map_;
 };
 
