@@ -33,6 +33,9 @@ void gemm(const GemmShape& s, GemmType type, const void* a, const void* b, float
 // writing nothing, when the shape is not one it handles (m > 16, or a large A); then use gemm.
 // Each result is independent of the thread split; summation order differs from gemm's.
 bool gemm_small_default(const GemmShape& s, const float* a, const float* b, float* c, bool flush_subnormals);
+// Whether gemm_small_default takes a product of `batch` x [m, k] rows (planners use it to skip
+// packing scratch and operand rewrites for the shapes it handles).
+bool gemm_small_default_takes(int64_t batch, int64_t m, int64_t k);
 
 // Same for f64 (OpenBLAS dgemm, one call per batch).
 void gemm_f64(const GemmShape& s, const double* a, const double* b, double* c);

@@ -212,13 +212,12 @@ void run_t(const GemmShape& s, const float* a, const float* b, float* c) {
   });
 }
 
-void run(const GemmShape& s, const float* a, const float* b, float* c, bool flush) {
+}  // namespace
+
+void run_small(const GemmShape& s, const float* a, const float* b, float* c, bool flush) {
   if (flush) run_t<true>(s, a, b, c);
   else run_t<false>(s, a, b, c);
 }
-
-}  // namespace
-void run_small(const GemmShape& s, const float* a, const float* b, float* c, bool flush) { run(s, a, b, c, flush); }
 }  // namespace HWY_NAMESPACE
 }  // namespace torch_tpu::host::gemv
 HWY_AFTER_NAMESPACE();
@@ -229,9 +228,12 @@ namespace gemv {
 HWY_EXPORT(run_small);
 }  // namespace gemv
 
+bool gemm_small_default_takes(int64_t batch, int64_t m, int64_t k) {
+  return m >= 1 && m <= gemv::kMaxRows && batch >= 0 && k >= 0 && batch * m * k <= gemv::kMaxSmallOperand;
+}
+
 bool gemm_small_default(const GemmShape& s, const float* a, const float* b, float* c, bool flush_subnormals) {
-  if (s.m < 1 || s.m > gemv::kMaxRows || s.batch < 0 || s.n < 0 || s.k < 0) return false;
-  if (s.batch * s.m * s.k > gemv::kMaxSmallOperand) return false;
+  if (!gemm_small_default_takes(s.batch, s.m, s.k) || s.n < 0) return false;
   if (s.batch == 0 || s.n == 0) return true;
   if (s.k == 0) {
     std::memset(c, 0, sizeof(float) * s.batch * s.m * s.n);

@@ -100,11 +100,8 @@ struct StepProfile {
 };
 
 StepProfile& step_profile() {
-  static StepProfile* p = [] {
-    static StepProfile prof;
-    return &prof;
-  }();
-  return *p;
+  static StepProfile prof;
+  return prof;
 }
 
 std::string step_kind(const Step& s) {

@@ -104,19 +104,18 @@ bool rounds_operands(const ir::Graph& g, const ir::Node& n, bool dots) {
   return g.nodes()[n.operands[0]].dtype == ir::DType::F32 && g.nodes()[n.operands[1]].dtype == ir::DType::F32;
 }
 
-// Rows of a dot's lhs (batch included): B * M.
-int64_t dot_rows(const ir::Graph& g, const ir::Node& n) {
+// A dot's lhs as [batch, m, k] (m = 0 when k or the batch is empty).
+struct DotRows {
+  int64_t batch = 1, m = 0, k = 1;
+};
+DotRows dot_rows(const ir::Graph& g, const ir::Node& n) {
   const ir::Node& l = g.nodes()[n.operands[0]];
-  int64_t k = 1;
-  for (int64_t d : n.attrs.lhs_contract) k *= l.shape[d];
-  return k == 0 ? 0 : ir::numel(l.shape) / k;
+  DotRows r;
+  for (int64_t d : n.attrs.lhs_batch) r.batch *= l.shape[d];
+  for (int64_t d : n.attrs.lhs_contract) r.k *= l.shape[d];
+  r.m = r.batch * r.k == 0 ? 0 : ir::numel(l.shape) / (r.batch * r.k);
+  return r;
 }
-
-// With a native bf16 GEMM, an f32 DEFAULT dot with at least this many lhs rows becomes a
-// mixed dot over bf16 operands (below). Fewer rows (decode: a few tokens against a large
-// weight) keep the packed form, which rounds the weight while reading it.
-constexpr int64_t kMixedDotMinRows = 32;
-constexpr int64_t kSmallDefaultRows = 16;  // gemm_small_default's limit (gemv.cpp)
 
 // PlanOptions::round_operands_in_graph: the graph rebuilt with explicit operand rounding.
 // Without a native bf16 GEMM: dot(convert(convert(x, bf16), f32), ...) at HIGHEST, so the
@@ -126,13 +125,16 @@ constexpr int64_t kSmallDefaultRows = 16;  // gemm_small_default's limit (gemv.c
 // no node needs it.
 bool round_operands(const ir::Graph& g, ir::Graph& out) {
   bool native = gemm_has_bf16();
+  // Dots of few rows stay DEFAULT either way: gemm_small_default rounds them while reading.
+  auto few_rows = [&](const ir::Node& n) {
+    if (n.op != ir::OpCode::Dot) return false;
+    DotRows r = dot_rows(g, n);
+    return gemm_small_default_takes(r.batch, r.m, r.k);
+  };
   auto mixed = [&](const ir::Node& n) {
-    return native && n.op == ir::OpCode::Dot && rounds_operands(g, n, true) && dot_rows(g, n) >= kMixedDotMinRows;
+    return native && n.op == ir::OpCode::Dot && rounds_operands(g, n, true) && !few_rows(n);
   };
-  // Without one, dots with few rows stay DEFAULT too: gemm_small_default rounds them in registers.
-  auto rewrite = [&](const ir::Node& n) {
-    return rounds_operands(g, n, !native) && (n.op != ir::OpCode::Dot || dot_rows(g, n) > kSmallDefaultRows);
-  };
+  auto rewrite = [&](const ir::Node& n) { return rounds_operands(g, n, !native) && !few_rows(n); };
   bool any = false;
   for (const ir::Node& n : g.nodes()) any |= rewrite(n) || mixed(n);
   if (!any) return false;
