@@ -463,6 +463,19 @@ Value Graph::op(OpCode op, std::vector<Value> operands, Attrs attrs, Shape shape
   return intern(std::move(n));
 }
 
+Value Graph::copy_of(const Node& src, std::vector<Value> operands) {
+  TPU_CHECK(!src.is_param, "[ir] copy_of a parameter");
+  Node n;
+  n.op = src.op;
+  for (Value v : operands) n.operands.push_back(v.id);
+  n.attrs = src.attrs;
+  n.shape = src.shape;
+  n.dtype = src.dtype;
+  infer(*this, n);
+  nodes_.push_back(std::move(n));
+  return Value{static_cast<int>(nodes_.size()) - 1};
+}
+
 Value Graph::unchecked_node(Node n) {
   nodes_.push_back(std::move(n));
   return Value{static_cast<int>(nodes_.size()) - 1};

@@ -101,6 +101,11 @@ class Graph {
   // may become (donation), printed as `tf.aliasing_output` on that @main argument; -1 = none.
   std::string to_stablehlo(const std::vector<int>& aliases = {}) const;
 
+  // Appends a copy of node `n` (an op of this or another graph) over `operands`, inferred and
+  // checked like op(), but never merged with an equal node: for passes that duplicate work
+  // on purpose (a broadcast re-read by each fused loop instead of one shared result).
+  Value copy_of(const Node& n, std::vector<Value> operands);
+
   // For tests: append a node without inference or checks.
   Value unchecked_node(Node n);
 

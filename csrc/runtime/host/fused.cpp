@@ -308,6 +308,20 @@ void assign_slots(Loop& L) {
 
 }  // namespace
 
+std::string fused_members(const Step& s) {
+  std::string r;
+  int stage = 0;
+  for (const Loop::Member& m : s.fused->members) {
+    if (m.kind == Loop::Kind::kAlias) continue;
+    if (!r.empty()) r += m.stage != stage ? " | " : " ";
+    stage = m.stage;
+    if (m.kind == Loop::Kind::kGather) r += "Broadcast";
+    else if (m.kind == Loop::Kind::kSink) r += "Reduce";
+    else r += ir::op_info(m.step.n->op).name;
+  }
+  return r;
+}
+
 void prepare_fused(const ir::Graph& g, const ir::Cluster& c, Step& s) {
   const auto& nodes = g.nodes();
   auto L = std::make_shared<Loop>();

@@ -75,13 +75,15 @@ void copy_view(const View& v, void* contiguous, bool to_view) {
 // TORCH_TPU_HOST_PROFILE=1: every step's wall time, summed per kind of step (op name, fused
 // loop size, dot shape), printed to stderr at exit, most costly first. A diagnostic for
 // finding what a compiled graph or a fused window spends its time on (docs/decisions/host-execution.md).
-bool step_profile_on() {
-  static const bool on = [] {
+// =2 also lists the ops of each fused loop.
+int step_profile_level() {
+  static const int level = [] {
     const char* v = std::getenv("TORCH_TPU_HOST_PROFILE");
-    return v && *v && std::strcmp(v, "0") != 0;
+    return v && *v ? std::atoi(v) : 0;
   }();
-  return on;
+  return level;
 }
+bool step_profile_on() { return step_profile_level() > 0; }
 
 struct StepProfile {
   std::mutex mu;
@@ -92,7 +94,7 @@ struct StepProfile {
     double total = 0;
     for (const auto& e : v) total += e.second.first;
     std::fprintf(stderr, "[host profile] %.3f s in steps; by kind (ms total, calls, %%):\n", total);
-    for (size_t i = 0; i < v.size() && i < 40; ++i)
+    for (size_t i = 0; i < v.size() && i < (step_profile_level() > 2 ? v.size() : 40); ++i)
       std::fprintf(stderr, "  %9.2f ms %8lld %5.1f%%  %s\n", v[i].second.first * 1e3,
                    static_cast<long long>(v[i].second.second), 100.0 * v[i].second.first / std::max(total, 1e-12),
                    v[i].first.c_str());
@@ -108,6 +110,7 @@ std::string step_kind(const Step& s) {
   std::ostringstream os;
   if (s.fused) {
     os << "fused loop of " << s.results.size() << " result(s) ending in " << ir::op_info(s.n->op).name;
+    if (step_profile_level() > 1) os << " {" << fused_members(s) << "}";
   } else {
     os << ir::op_info(s.n->op).name;
     if (s.n->op == ir::OpCode::Dot) os << " B,M,K,N=" << s.i0 << "," << s.i1 << "," << s.i2 << "," << s.i3;

@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "ir/graph.h"
@@ -72,6 +73,9 @@ void prepare_conv(const ir::Graph& g, Step& s);        // convolution (conv.cpp,
 // cluster's inputs), s.results (the members written to memory; s.node = results[0]),
 // s.fused and s.fn.
 void prepare_fused(const ir::Graph& g, const ir::Cluster& c, Step& s);
+// The ops of a fused step's loop in evaluation order ("Add Mul Erf | Reduce | Mul"), for
+// TORCH_TPU_HOST_PROFILE=2.
+std::string fused_members(const Step& s);
 
 // Row reductions for a fused sink (reduce.cpp), the same code as the eager reduce kernel:
 // rows(x, rows, n, out) reduces `rows` contiguous rows of n operand elements into `rows`

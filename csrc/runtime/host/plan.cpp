@@ -163,6 +163,61 @@ bool round_operands(const ir::Graph& g, ir::Graph& out) {
   return true;
 }
 
+// A broadcast (kFusedGather) lives in one cluster, the first that absorbed it; fusible readers
+// in other clusters then read its whole result from memory, which that cluster must write
+// (a constant splat shared by four layers' GELU loops: three 2 MB arrays written and read
+// back per layer). A gather reads its operand from memory anyway, so each such reader gets
+// its own copy of the broadcast, absorbed into its own loop. Returns false (and leaves
+// `out` alone) when no reader needs one.
+bool split_shared_gathers(const ir::Graph& g, ir::Graph& out) {
+  const auto& nodes = g.nodes();
+  int nv = static_cast<int>(nodes.size());
+  std::vector<int> cluster(nv, -1);
+  std::vector<char> anchor;
+  std::vector<ir::Cluster> cs = ir::partition(g);
+  for (size_t c = 0; c < cs.size(); ++c) {
+    for (int v : cs[c].main) cluster[v] = static_cast<int>(c);
+    if (cs[c].sink >= 0) cluster[cs[c].sink] = static_cast<int>(c);
+    for (int v : cs[c].post) cluster[v] = static_cast<int>(c);
+    anchor.push_back(cs[c].anchor);
+  }
+  // Readers (node, operand slot) that get their own copy.
+  std::vector<std::vector<int>> copy_slots(nv);
+  bool any = false;
+  for (int u = 0; u < nv; ++u) {
+    const ir::Node& n = nodes[u];
+    if (n.is_param || cluster[u] < 0 || anchor[cluster[u]] ||
+        !(ir::has_trait(n.op, ir::kFusible) || ir::has_trait(n.op, ir::kFusedSink)))
+      continue;
+    for (size_t j = 0; j < n.operands.size(); ++j) {
+      int v = n.operands[j];
+      if (!ir::has_trait(nodes[v].op, ir::kFusedGather) || nodes[v].is_param || cluster[v] == cluster[u]) continue;
+      copy_slots[u].push_back(static_cast<int>(j));
+      any = true;
+    }
+  }
+  if (!any) return false;
+  std::vector<ir::Value> map(nv);
+  for (int i = 0; i < nv; ++i) {
+    const ir::Node& n = nodes[i];
+    if (n.is_param) {
+      map[i] = out.param(n.dtype, n.shape);
+      continue;
+    }
+    std::vector<ir::Value> ops;
+    for (int o : n.operands) ops.push_back(map[o]);
+    for (int j : copy_slots[i]) {
+      const ir::Node& b = nodes[n.operands[j]];
+      ops[j] = out.copy_of(b, {map[b.operands[0]]});
+    }
+    map[i] = out.op(n.op, std::move(ops), n.attrs, n.shape, n.dtype);
+  }
+  std::vector<ir::Value> outs;
+  for (ir::Value v : g.outputs()) outs.push_back(map[v.id]);
+  out.set_outputs(std::move(outs));
+  return true;
+}
+
 }  // namespace
 
 std::unique_ptr<Plan> make_plan(const ir::Graph& graph, const PlanOptions& opt) {
@@ -170,6 +225,10 @@ std::unique_ptr<Plan> make_plan(const ir::Graph& graph, const PlanOptions& opt) 
   auto plan = std::make_unique<Plan>();
   Plan& p = *plan;
   if (!opt.round_operands_in_graph || !round_operands(graph, p.graph)) p.graph = graph;
+  if (opt.fuse) {
+    ir::Graph split;
+    if (split_shared_gathers(p.graph, split)) p.graph = std::move(split);
+  }
   const auto& nodes = p.graph.nodes();
   int nv = static_cast<int>(nodes.size());
   p.slots.resize(nv);

@@ -122,6 +122,23 @@ TEST(FusedBench, DISABLED_GeluMlpLayerNormSoftmax) {
     }
   }
   {
+    Graph g;  // the GPT's MLP epilogue: bias, erf-GELU, bf16 copy for the next dot
+    Shape s = {1024, 512};
+    Value h = g.param(DType::F32, s), b = g.param(DType::F32, {512});
+    Value y = g.binary(OpCode::Add, h, g.broadcast(b, s, {1}));
+    Value e = g.unary(OpCode::Erf, g.binary(OpCode::Mul, y, splat(g, 0.7071067811865476, DType::F32, s)));
+    Value gl = g.binary(OpCode::Mul, g.binary(OpCode::Mul, y, splat(g, 0.5, DType::F32, s)),
+                        g.binary(OpCode::Add, e, splat(g, 1.0, DType::F32, s)));
+    g.set_outputs({y, gl, g.convert(gl, DType::BF16)});
+    bench("bias+erf-gelu+bf16 [1024,512]", g);
+  }
+  {
+    Graph g;
+    Value h = g.param(DType::F32, {1024, 512});
+    g.set_outputs({g.unary(OpCode::Erf, h)});
+    bench("erf [1024,512]", g);
+  }
+  {
     Graph g;  // a large elementwise chain: 8M elements
     Value x = g.param(DType::F32, {8192, 1024}), y = g.param(DType::F32, {8192, 1024});
     Value z = g.binary(OpCode::Add, g.binary(OpCode::Mul, x, y), x);

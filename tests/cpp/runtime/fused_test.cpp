@@ -242,6 +242,27 @@ TEST(HostFused, MatmulEpilogue) {
                   random_tensor(DType::F32, {48}, 3)});
 }
 
+// A broadcast read by loops on both sides of a dot (a constant splat shared by two layers,
+// as graphs CSE it) is re-read by each loop, not written to memory by the first: each loop
+// has only its own result.
+TEST(HostFused, SharedBroadcastIsCopiedPerLoop) {
+  Graph g;
+  Shape s = {64, 48};
+  Value x = g.param(DType::F32, s), w = g.param(DType::F32, {48, 48});
+  ir::Attrs d;
+  d.lhs_contract = {1};
+  d.rhs_contract = {0};
+  d.precision = ir::Precision::Highest;
+  Value half = bcast_scalar(g, 0.5, DType::F32, s);
+  Value h1 = g.unary(OpCode::Tanh, g.binary(OpCode::Mul, x, half));
+  Value h2 = g.unary(OpCode::Tanh, g.binary(OpCode::Mul, g.dot(h1, w, d), half));
+  g.set_outputs({h2});
+  auto plan = make_plan(g, {true});
+  ASSERT_EQ(plan->steps.size(), 3u);  // loop, dot, loop
+  for (const Step& st : plan->steps) EXPECT_EQ(st.results.size(), 1u) << ir::op_info(st.n->op).name;
+  expect_same(g, {random_tensor(DType::F32, s, 1), random_tensor(DType::F32, {48, 48}, 2)});
+}
+
 // DEFAULT f32 dots and convolutions round their operands through explicit converts in the
 // planned graph: each value is rounded once (w feeds two dots, t a dot and a transposed dot),
 // the rounding of t runs in the loop computing t, and the numbers equal the packed path's.
