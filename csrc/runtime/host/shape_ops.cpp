@@ -1,6 +1,7 @@
 // Data-movement ops as strided copies planned at compile time (broadcast_in_dim,
 // transpose, slice, reverse, concatenate, reshape when it cannot alias) and the leaf
 // ops (constant splat, iota).
+#include <algorithm>
 #include <cstring>
 
 #include "runtime/host/kernels.h"
@@ -62,11 +63,17 @@ void iota_kernel(const KernelArgs& a) {
   using S = typename M::S;
   S* o = static_cast<S*>(a.out);
   int64_t size = a.step.i1, inner = a.step.i2;
-  parallel_for(a.step.i0, kParallelGrain, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      int64_t v = (i / inner) % size;
-      if constexpr (D == DType::Bool) o[i] = v != 0;
-      else o[i] = M::store(static_cast<typename M::C>(v));
+  // Runs of `inner` equal values; the value steps through [0, size) run by run (one
+  // division per thread chunk, not two per element).
+  int64_t runs = inner > 0 ? a.step.i0 / inner : 0;
+  parallel_for(runs, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(inner, 1)), [&](int64_t b, int64_t e) {
+    int64_t v = size > 0 ? b % size : 0;
+    for (int64_t r = b; r < e; ++r) {
+      S x;
+      if constexpr (D == DType::Bool) x = v != 0;
+      else x = M::store(static_cast<typename M::C>(v));
+      std::fill(o + r * inner, o + (r + 1) * inner, x);
+      if (++v == size) v = 0;
     }
   });
 }

@@ -57,6 +57,18 @@ TEST_P(HostShapeOps, TransposeSliceReverseBroadcast) {
   }
 }
 
+// Iotas large enough to run per call (not folded) and split over threads, along each dim.
+TEST(HostShapeOpsLarge, IotaAlongEachDim) {
+  Shape s = {5, 300, 70};
+  for (int64_t dim = 0; dim < 3; ++dim) {
+    Graph g;
+    g.set_outputs({g.iota(DType::I64, s, dim)});
+    auto r = run(g, {});
+    for (int64_t i = 0; i < ir::numel(s); ++i)
+      ASSERT_EQ(r[0].geti(i), unravel(i, s)[dim]) << "dim " << dim << " at " << i;
+  }
+}
+
 TEST_P(HostShapeOps, ConcatIotaConstant) {
   DType d = GetParam();
   Tensor a = make(d, {2, 3}, [&](int64_t i) { return d == DType::Bool ? 1 : i + 1; });
