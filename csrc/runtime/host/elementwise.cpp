@@ -4,6 +4,7 @@
 // Operands are contiguous and of the node's shape (clamp bounds may be 0-d). Float ops
 // with a vectorized f32 function (scalar_ops.h kVecF32, vec_math.h) run through it.
 #include <algorithm>
+#include <cstring>
 #include <type_traits>
 
 #include "runtime/host/kernels.h"
@@ -55,6 +56,8 @@ void unary_range(const Step&, const void* const* in, void* out, int64_t b, int64
   }
 }
 
+// f32 maximum/minimum run 8 lanes at a time (nan_max8, numeric.h): nan_max's nested branches
+// keep GCC from vectorizing (relu and clamp ran 5-10x slower than an add).
 template <class Op, DType D>
 void binary_range(const Step&, const void* const* in, void* out, int64_t b, int64_t e) {
   using M = DT<D>;
@@ -62,6 +65,12 @@ void binary_range(const Step&, const void* const* in, void* out, int64_t b, int6
   const S* __restrict x = static_cast<const S*>(in[0]);
   const S* __restrict y = static_cast<const S*>(in[1]);
   S* __restrict o = static_cast<S*>(out);
+  if constexpr (D == DType::F32 && (std::is_same_v<Op, ops::MaxOp> || std::is_same_v<Op, ops::MinOp>)) {
+    for (; b + 8 <= e; b += 8) {
+      F8 r = nan_max8<std::is_same_v<Op, ops::MaxOp>>(load8(x + b), load8(y + b));
+      std::memcpy(o + b, &r, sizeof r);
+    }
+  }
   for (int64_t i = b; i < e; ++i) o[i] = M::store(Op::f(M::load(x[i]), M::load(y[i])));
 }
 
@@ -129,6 +138,13 @@ void clamp_range(const Step&, const void* const* in, void* out, int64_t b, int64
   const S* __restrict x = static_cast<const S*>(in[1]);
   const S* __restrict hi = static_cast<const S*>(in[2]);
   S* __restrict o = static_cast<S*>(out);
+  if constexpr (D == DType::F32) {
+    for (; b + 8 <= e; b += 8) {
+      F8 l = kLoScalar ? F8{} + lo[0] : load8(lo + b), h = kHiScalar ? F8{} + hi[0] : load8(hi + b);
+      F8 r = nan_max8<false>(nan_max8<true>(load8(x + b), l), h);
+      std::memcpy(o + b, &r, sizeof r);
+    }
+  }
   for (int64_t i = b; i < e; ++i) {
     auto l = M::load(lo[kLoScalar ? 0 : i]), h = M::load(hi[kHiScalar ? 0 : i]);
     o[i] = M::store(nan_min(nan_max(M::load(x[i]), l), h));

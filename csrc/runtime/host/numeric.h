@@ -149,6 +149,23 @@ T nan_min(T a, T b) {
   else return a < b ? a : b;
 }
 
+// nan_max / nan_min on 8 f32 lanes (GCC vector extension): the same selects per lane,
+// (a > b ? a : b) then a where a is NaN, so each lane has nan_max's bits, but as compare +
+// blend instructions (the scalar form's nested branches are not vectorized).
+typedef float F8 __attribute__((vector_size(32)));
+template <bool kMax>
+inline F8 nan_max8(F8 a, F8 b) {
+  F8 r;
+  if constexpr (kMax) r = a > b ? a : b;
+  else r = a < b ? a : b;
+  return a != a ? a : r;
+}
+inline F8 load8(const float* p) {
+  F8 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
 }  // namespace torch_tpu::host
 
 // Runs `body` with `D` bound to the constexpr ir::DType of runtime value `dtype`.

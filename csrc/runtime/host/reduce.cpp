@@ -52,6 +52,35 @@ Acc<D> reduce_row(const typename DT<D>::S* x, int64_t n) {
   }
   C lane[8];
   for (C& l : lane) l = Red<R>::template init<C>();
+  if constexpr (std::is_same_v<C, float> && (R == Reducer::Max || R == Reducer::Min)) {
+    // The same lanes and order with a NaN-free compare-and-blend (nan_max's branches keep the
+    // loop scalar: 8x slower than a sum) and a NaN flag per lane; a chunk holding a NaN is
+    // redone below with nan_max/nan_min, so every result has the bits of the fold it replaces.
+    typedef float F8 __attribute__((vector_size(32)));
+    typedef int32_t I8 __attribute__((vector_size(32)));
+    F8 acc;
+    for (int j = 0; j < 8; ++j) acc[j] = Red<R>::template init<C>();
+    I8 nan = {};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      F8 v;
+      if constexpr (D == ir::DType::F32) std::memcpy(&v, x + i, sizeof v);
+      else
+        for (int j = 0; j < 8; ++j) v[j] = DT<D>::load(x[i + j]);
+      nan |= v != v;
+      if constexpr (R == Reducer::Max) acc = acc > v ? acc : v;
+      else acc = acc < v ? acc : v;
+    }
+    int32_t any = 0;
+    for (int j = 0; j < 8; ++j) any |= nan[j];
+    if (!any) {
+      for (int j = 0; j < 8; ++j) lane[j] = acc[j];
+      for (int j = 0; i < n; ++i, ++j) lane[j] = Red<R>::f(lane[j], static_cast<C>(DT<D>::load(x[i])));
+      for (int w = 4; w >= 1; w /= 2)
+        for (int j = 0; j < w; ++j) lane[j] = Red<R>::f(lane[j], lane[j + w]);
+      return lane[0];
+    }
+  }
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
     for (int j = 0; j < 8; ++j) lane[j] = Red<R>::f(lane[j], static_cast<C>(DT<D>::load(x[i + j])));
@@ -108,7 +137,13 @@ void reduce_kernel(const KernelArgs& a) {
         const S* base = x + ai * Rn * K + k0;
         for (int64_t r = 0; r < Rn; ++r) {
           const S* row = base + r * K;
-          for (int64_t j = 0; j < w; ++j) acc[0][j] = Red<R>::f(acc[0][j], static_cast<C>(DT<D>::load(row[j])));
+          int64_t j = 0;
+          if constexpr (D == DType::F32 && (R == Reducer::Max || R == Reducer::Min))
+            for (; j + 8 <= w; j += 8) {  // per lane the same fold, vectorized (numeric.h)
+              F8 r = nan_max8<R == Reducer::Max>(load8(&acc[0][j]), load8(row + j));
+              std::memcpy(&acc[0][j], &r, sizeof r);
+            }
+          for (; j < w; ++j) acc[0][j] = Red<R>::f(acc[0][j], static_cast<C>(DT<D>::load(row[j])));
           for (int lv = 0, period = 16; lv < 3 && (r + 1) % period == 0; ++lv, period *= 16)
             for (int64_t j = 0; j < w; ++j) {
               acc[lv + 1][j] = Red<R>::f(acc[lv + 1][j], acc[lv][j]);

@@ -189,3 +189,102 @@ TEST(HostReduce, ArgMaxNaNIsExtreme) {
 
 }  // namespace
 }  // namespace torch_tpu::host::testing
+
+namespace torch_tpu::host::testing {
+namespace {
+
+// reduce_row's fold replicated in scalar code: halves at reduce_split above 256 elements,
+// 8 lanes, then a pairwise lane merge; with nan_max / nan_min as the combiner.
+float fold_ref(const float* x, int64_t n, bool mx) {
+  auto f = [&](float a, float b) { return mx ? nan_max(a, b) : nan_min(a, b); };
+  if (n > 256) {
+    int64_t h = reduce_split(n);
+    return f(fold_ref(x, h, mx), fold_ref(x + h, n - h, mx));
+  }
+  float lane[8];
+  for (float& l : lane) l = mx ? -INFINITY : INFINITY;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) lane[j] = f(lane[j], x[i + j]);
+  for (int j = 0; i < n; ++i, ++j) lane[j] = f(lane[j], x[i]);
+  for (int w = 4; w >= 1; w /= 2)
+    for (int j = 0; j < w; ++j) lane[j] = f(lane[j], lane[j + w]);
+  return lane[0];
+}
+
+uint32_t bits(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  return u;
+}
+
+// The vectorized f32 max/min paths (row reductions, column reductions, maximum/minimum,
+// clamp) give the scalar fold's bits: NaN anywhere (first, middle, tail lanes, several
+// with payloads), +-0 ties, infinities, rows of lengths around the 8-lane and 256 splits.
+TEST(HostReduce, F32MaxMinVectorPathsKeepScalarBits) {
+  const int64_t cols[] = {1, 7, 8, 13, 64, 257, 600};
+  for (int64_t C : cols) {
+    const int64_t Rn = 11;
+    Shape s = {Rn, C};
+    std::vector<float> v(Rn * C);
+    for (int64_t i = 0; i < Rn * C; ++i) {
+      uint64_t h = (i + 1) * 0x9E3779B97F4A7C15ull;
+      h ^= h >> 29;
+      int k = static_cast<int>(h % 16);
+      v[i] = k == 0 ? 0.0f : k == 1 ? -0.0f : k == 2 ? INFINITY : k == 3 ? -INFINITY
+                                           : static_cast<float>(static_cast<int64_t>(h % 1000) - 500) / 8;
+    }
+    // NaNs (distinct payloads) in rows 1-4 at the start, middle, end and twice.
+    auto nan = [](uint32_t payload) {
+      uint32_t u = 0x7FC00000u | payload;
+      float f;
+      std::memcpy(&f, &u, 4);
+      return f;
+    };
+    v[1 * C] = nan(1);
+    v[2 * C + C / 2] = nan(2);
+    v[3 * C + C - 1] = nan(3);
+    v[4 * C + C / 3] = nan(4);
+    v[4 * C + C - 1] = nan(5);
+    Tensor x = make(DType::F32, s, [&](int64_t i) { return v[i]; });
+    std::memcpy(x.bytes.data(), v.data(), v.size() * 4);  // exact bits (NaN payloads)
+    for (bool mx : {true, false}) {
+      Graph g;
+      Value p = g.param(DType::F32, s), q = g.param(DType::F32, s);
+      Reducer r = mx ? Reducer::Max : Reducer::Min;
+      // rows; columns (the transpose's rows); elementwise against a shifted copy; clamp
+      Value lo = g.broadcast(g.constant(-3.5, DType::F32), s, {}), hi = g.broadcast(g.constant(0.0, DType::F32), s, {});
+      g.set_outputs({g.reduce(p, r, {1}), g.reduce(p, r, {0}), g.binary(mx ? OpCode::Max : OpCode::Min, p, q),
+                     g.op(OpCode::Clamp, {lo, p, hi})});
+      std::vector<float> sv(v.size());
+      for (size_t i = 0; i < v.size(); ++i) sv[i] = v[(i + 5) % v.size()];
+      Tensor y = make(DType::F32, s, [](int64_t) { return 0.0; });
+      std::memcpy(y.bytes.data(), sv.data(), sv.size() * 4);
+      auto out = run(g, {x, y});
+      auto f32 = [](const Tensor& t, int64_t i) {
+        float f;
+        std::memcpy(&f, t.bytes.data() + 4 * i, 4);
+        return f;
+      };
+      for (int64_t i = 0; i < Rn; ++i)
+        ASSERT_EQ(bits(f32(out[0], i)), bits(fold_ref(v.data() + i * C, C, mx))) << "row " << i << " C " << C;
+      for (int64_t j = 0; j < C; ++j) {  // columns: rows in order (C = 1 is a row: lanes)
+        float want = mx ? -INFINITY : INFINITY;
+        if (C == 1) {
+          ASSERT_EQ(bits(f32(out[1], 0)), bits(fold_ref(v.data(), Rn, mx)));
+          continue;
+        }
+        for (int64_t i = 0; i < Rn; ++i) want = mx ? nan_max(want, v[i * C + j]) : nan_min(want, v[i * C + j]);
+        ASSERT_EQ(bits(f32(out[1], j)), bits(want)) << "column " << j << " C " << C;
+      }
+      for (int64_t i = 0; i < Rn * C; ++i) {
+        float want = mx ? nan_max(v[i], sv[i]) : nan_min(v[i], sv[i]);
+        ASSERT_EQ(bits(f32(out[2], i)), bits(want)) << "elementwise " << i;
+        ASSERT_EQ(bits(f32(out[3], i)), bits(nan_min(nan_max(v[i], -3.5f), 0.0f))) << "clamp " << i;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace torch_tpu::host::testing
