@@ -46,8 +46,14 @@ std::vector<Value> softmax(Lower& L, Args a, bool log) {
   SoftmaxArgs s = softmax_args(L, a);
   Value x = L.in(s.self, s.math);
   if (s.self.dim() == 0) x = L.g.reshape(x, {1});
-  auto [shifted, lse] = shifted_lse(L, x, s.dim);
-  Value r = log ? bin(L, OpCode::Sub, shifted, lse) : L.g.unary(OpCode::Exp, bin(L, OpCode::Sub, shifted, lse));
+  Value r;
+  if (log) {
+    auto [shifted, lse] = shifted_lse(L, x, s.dim);
+    r = bin(L, OpCode::Sub, shifted, lse);
+  } else {  // exp(x - max) / sum: one exp per element (as PyTorch CPU), not exp(x - max - lse)
+    Value e = L.g.unary(OpCode::Exp, bin(L, OpCode::Sub, x, reduce_keep(L, x, Reducer::Max, {s.dim})));
+    r = bin(L, OpCode::Div, e, reduce_keep(L, e, Reducer::Sum, {s.dim}));
+  }
   if (s.self.dim() == 0) r = L.g.reshape(r, {});
   return one(L.g.convert(r, s.out));
 }

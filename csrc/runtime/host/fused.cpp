@@ -185,6 +185,17 @@ void reduce_segment(const TileCtx& c, const Loop::Member& sk, int64_t row0, int6
   c.L.red.merge(acc, right);
 }
 
+// Rows [a0, a0 + nr) of a loop with a short-row sink: main stage, row reductions, post stage.
+void row_tile(const TileCtx& c, int64_t a0, int64_t nr) {
+  const Loop& L = c.L;
+  const Loop::Member& sk = L.members[L.sink];
+  eval_stage(c, 0, a0 * L.row_len, nr * L.row_len);
+  void* out = member_out(c, sk, a0);
+  c.ptr[L.sink] = out;
+  L.red.rows(operand_ptr(c, sk.ops[0], a0 * L.row_len), nr, L.row_len, out);
+  eval_stage(c, 2, a0, nr);
+}
+
 void fused_kernel(const KernelArgs& a) {
   const Loop& L = *a.step.fused;
   int64_t cost = static_cast<int64_t>(L.members.size());
@@ -205,12 +216,8 @@ void fused_kernel(const KernelArgs& a) {
     int64_t grain = std::max<int64_t>(1, kParallelGrain / (L.rows_per_tile * L.row_len * cost));
     for_tiles(a, tiles, grain, [&](const TileCtx& c, int64_t tb, int64_t te) {
       for (int64_t t = tb; t < te; ++t) {
-        int64_t a0 = t * L.rows_per_tile, nr = std::min(L.rows_per_tile, L.rows - a0);
-        eval_stage(c, 0, a0 * L.row_len, nr * L.row_len);
-        void* out = member_out(c, sk, a0);
-        c.ptr[L.sink] = out;
-        L.red.rows(operand_ptr(c, sk.ops[0], a0 * L.row_len), nr, L.row_len, out);
-        eval_stage(c, 2, a0, nr);
+        int64_t a0 = t * L.rows_per_tile;
+        row_tile(c, a0, std::min(L.rows_per_tile, L.rows - a0));
       }
     });
     return;
@@ -308,7 +315,137 @@ void assign_slots(Loop& L) {
 
 }  // namespace
 
+// ---- Row chains --------------------------------------------------------------------------
+
+struct FusedChain {
+  struct Part {
+    Step step;
+    std::vector<std::pair<bool, int>> in;  // per operand: (an earlier part's result?, index)
+    std::vector<int> out;                  // per result: index into the chain's results
+  };
+  std::vector<Part> parts;
+  int64_t rows = 0, row_len = 0, rows_per_tile = 0, cost = 0;
+  int max_ops = 0, max_results = 0, max_members = 0;
+  int64_t scratch = 0;  // per-thread scratch bytes (the largest part's)
+};
+
+namespace {
+
+void chain_kernel(const KernelArgs& a) {
+  const FusedChain& C = *a.step.chain;
+  int64_t tiles = (C.rows + C.rows_per_tile - 1) / C.rows_per_tile;
+  int64_t grain = std::max<int64_t>(1, kParallelGrain / (C.rows_per_tile * C.row_len * C.cost));
+  parallel_for(tiles, grain, [&](int64_t tb, int64_t te) {
+    std::vector<const void*> ins(C.max_ops);
+    std::vector<void*> outs(C.max_results), ptr(C.max_members);
+    std::byte* scratch = thread_scratch(C.scratch);
+    for (int64_t t = tb; t < te; ++t) {
+      int64_t a0 = t * C.rows_per_tile, nr = std::min(C.rows_per_tile, C.rows - a0);
+      for (const FusedChain::Part& part : C.parts) {
+        const Loop& L = *part.step.fused;
+        for (size_t j = 0; j < part.in.size(); ++j)
+          ins[j] = part.in[j].first ? a.outs[part.in[j].second] : a.in[part.in[j].second];
+        for (size_t j = 0; j < part.out.size(); ++j) outs[j] = a.outs[part.out[j]];
+        TileCtx c{L, ins.data(), outs.data(), scratch, ptr.data()};
+        if (L.sink >= 0) row_tile(c, a0, nr);
+        else eval_stage(c, 0, a0 * C.row_len, nr * C.row_len);
+      }
+    }
+  });
+}
+
+// Whether member reads of input `j` of loop L stay within the rows of the tile: inputs read
+// at the loop's own index in a space of `numel` elements (rows x row_len in the main stage,
+// rows in the post stage), broadcasts of a per-row value along the row, or the identity.
+bool reads_row_local(const Loop& L, int j, int64_t numel, int64_t rows, int64_t row_len) {
+  for (const Loop::Member& m : L.members) {
+    if (m.kind == Loop::Kind::kGather) {
+      if (m.input != j) continue;
+      bool per_row = numel == rows && m.rank == 2 && m.shape[0] == rows && m.shape[1] == row_len &&
+                     m.stride[0] == 1 && m.stride[1] == 0;
+      bool identity = m.rank == 1 && m.stride[0] == 1 && m.shape[0] == numel &&
+                      numel == (m.stage == 2 ? rows : rows * row_len);
+      if (!per_row && !identity && rows != 1) return false;
+      continue;
+    }
+    for (const Loop::Operand& o : m.ops) {
+      if (o.src == Loop::Src::kMember || o.index != j) continue;
+      if (o.src == Loop::Src::kScalar) {
+        if (rows != 1) return false;
+        continue;
+      }
+      int64_t space = m.stage == 2 ? rows : rows * row_len;
+      if (numel != space) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+bool can_chain(const ir::Graph& g, const std::vector<Step>& parts, const Step& next, const std::vector<int>& root) {
+  if (parts.empty() || !next.fused || !parts[0].fused) return false;
+  const Loop& F = *parts[0].fused;
+  if (F.sink < 0 || F.long_rows || F.row_len > kTileElems) return false;
+  const Loop& L = *next.fused;
+  int64_t rows = F.rows, R = F.row_len;
+  if (L.sink >= 0 ? (L.long_rows || L.rows != rows || L.row_len != R) : L.n_main != rows * R) return false;
+  for (size_t j = 0; j < next.operands.size(); ++j) {
+    int v = root[next.operands[j]];
+    bool inside = false;
+    for (const Step& p : parts)
+      inside |= std::find(p.results.begin(), p.results.end(), v) != p.results.end();
+    if (inside && !reads_row_local(L, static_cast<int>(j), ir::numel(g.nodes()[v].shape), rows, R)) return false;
+  }
+  return true;
+}
+
+void prepare_chain(std::vector<Step> parts, Step& s) {
+  auto C = std::make_shared<FusedChain>();
+  const Loop& F = *parts[0].fused;
+  C->rows = F.rows;
+  C->row_len = F.row_len;
+  C->rows_per_tile = F.rows_per_tile;
+  s.results.clear();
+  s.operands.clear();
+  for (Step& st : parts) {
+    FusedChain::Part part;
+    const Loop& L = *st.fused;
+    for (int v : st.operands) {
+      int k = static_cast<int>(std::find(s.results.begin(), s.results.end(), v) - s.results.begin());
+      if (k < static_cast<int>(s.results.size())) {
+        part.in.push_back({true, k});
+        continue;
+      }
+      k = static_cast<int>(std::find(s.operands.begin(), s.operands.end(), v) - s.operands.begin());
+      if (k == static_cast<int>(s.operands.size())) s.operands.push_back(v);
+      part.in.push_back({false, k});
+    }
+    for (int r : st.results) {
+      part.out.push_back(static_cast<int>(s.results.size()));
+      s.results.push_back(r);
+    }
+    C->cost += static_cast<int64_t>(L.members.size());
+    C->max_ops = std::max(C->max_ops, static_cast<int>(st.operands.size()));
+    C->max_results = std::max(C->max_results, static_cast<int>(st.results.size()));
+    C->max_members = std::max(C->max_members, static_cast<int>(L.members.size()));
+    C->scratch = std::max(C->scratch, L.num_slots * L.slot_bytes);
+    TPU_CHECK(st.scratch_bytes == 0, "[host fuse] a chained loop with step scratch");
+    part.step = std::move(st);
+    C->parts.push_back(std::move(part));
+  }
+  s.node = s.results[0];
+  s.n = C->parts[0].step.n;
+  s.fn = &chain_kernel;
+  s.chain = std::move(C);
+}
+
 std::string fused_members(const Step& s) {
+  if (s.chain) {
+    std::string r;
+    for (const FusedChain::Part& p : s.chain->parts) r += (r.empty() ? "" : " || ") + fused_members(p.step);
+    return r;
+  }
   std::string r;
   int stage = 0;
   for (const Loop::Member& m : s.fused->members) {

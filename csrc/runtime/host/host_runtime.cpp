@@ -108,7 +108,10 @@ StepProfile& step_profile() {
 
 std::string step_kind(const Step& s) {
   std::ostringstream os;
-  if (s.fused) {
+  if (s.chain) {
+    os << "row chain of " << s.results.size() << " result(s)";
+    if (step_profile_level() > 1) os << " {" << fused_members(s) << "}";
+  } else if (s.fused) {
     os << "fused loop of " << s.results.size() << " result(s) ending in " << ir::op_info(s.n->op).name;
     if (step_profile_level() > 1) os << " {" << fused_members(s) << "}";
   } else {

@@ -19,7 +19,8 @@ struct Cluster;
 namespace torch_tpu::host {
 
 struct Step;
-struct FusedLoop;  // fused.cpp
+struct FusedLoop;   // fused.cpp
+struct FusedChain;  // fused.cpp
 
 struct KernelArgs {
   const Step& step;
@@ -50,6 +51,8 @@ struct Step {
   // Fused steps (fused.cpp): the values written (node first), and the loop's plan.
   std::vector<int> results;
   std::shared_ptr<const FusedLoop> fused;
+  // Row chains (fused.cpp): consecutive fused loops run tile by tile (results: every part's).
+  std::shared_ptr<const FusedChain> chain;
 };
 
 // Each prepare_* fills step.fn and the kernel data for one node of `g`.
@@ -73,6 +76,15 @@ void prepare_conv(const ir::Graph& g, Step& s);        // convolution (conv.cpp,
 // cluster's inputs), s.results (the members written to memory; s.node = results[0]),
 // s.fused and s.fn.
 void prepare_fused(const ir::Graph& g, const ir::Cluster& c, Step& s);
+// Row chains: consecutive fused loops over the same rows (a reduction over rows of R
+// elements, then loops reading its per-row results through row broadcasts: layer norm,
+// softmax) run as one step, row tile by row tile, so each loop reads what the previous ones
+// wrote for those rows from cache instead of memory. can_chain: whether fused step `next`
+// may join `parts` (the first with a row reduction; every read of an earlier part's result
+// stays within the tile's rows). `root`: per value, the value whose memory it uses.
+bool can_chain(const ir::Graph& g, const std::vector<Step>& parts, const Step& next, const std::vector<int>& root);
+// The chain step of `parts` (two or more, each accepted by can_chain in turn).
+void prepare_chain(std::vector<Step> parts, Step& s);
 // The ops of a fused step's loop in evaluation order ("Add Mul Erf | Reduce | Mul"), for
 // TORCH_TPU_HOST_PROFILE=2.
 std::string fused_members(const Step& s);

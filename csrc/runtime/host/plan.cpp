@@ -313,8 +313,26 @@ std::unique_ptr<Plan> make_plan(const ir::Graph& graph, const PlanOptions& opt) 
     if (!opt.fuse || ir::op_info(n.op).kind == ir::OpKind::kLeaf) add_step(node_step(i));
   }
   if (opt.fuse) {
+    // Consecutive fused loops over the same rows become one row chain (fused.cpp).
+    std::vector<int> root(nv);
+    for (int i = 0; i < nv; ++i) root[i] = p.slots[i].root;
+    std::vector<Step> chain;
+    int lone = -1;  // the chain's only part is this lone reduction's loop: run it as a node
+    auto flush = [&] {
+      if (chain.size() == 1) add_step(lone >= 0 ? node_step(lone) : std::move(chain[0]));
+      if (chain.size() > 1) {
+        Step s;
+        prepare_chain(std::move(chain), s);
+        add_step(std::move(s));
+      }
+      chain.clear();
+      lone = -1;
+    };
     for (const ir::Cluster& c : ir::partition(p.graph)) {
-      if (c.anchor || c.size() < 2) {
+      // A lone row reduction (softmax's max) may start a chain: planned as a one-member loop.
+      bool lone_sink = opt.chain_rows && !c.anchor && c.size() == 1 && c.sink >= 0;
+      if (c.anchor || (c.size() < 2 && !lone_sink)) {
+        flush();
         for (int v : c.main)
           if (!grouped[v]) add_step(node_step(v));
         if (c.sink >= 0) add_step(node_step(c.sink));
@@ -322,8 +340,11 @@ std::unique_ptr<Plan> make_plan(const ir::Graph& graph, const PlanOptions& opt) 
       }
       Step s;
       prepare_fused(p.graph, c, s);
-      add_step(std::move(s));
+      if (!(opt.chain_rows && can_chain(p.graph, chain, s, root))) flush();
+      if (chain.empty() && lone_sink) lone = c.sink;
+      chain.push_back(std::move(s));
     }
+    flush();
   }
 
   // Liveness: last step reading each root; output roots live to the end.

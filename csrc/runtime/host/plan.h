@@ -48,6 +48,9 @@ struct Plan {
 struct PlanOptions {
   // Run fused clusters as one tiled loop each (fused.cpp); off = one kernel per node.
   bool fuse = config().host_fusion;
+  // Run consecutive fused loops over the same rows as one row chain, tile by tile (fused.cpp
+  // can_chain): layer norm and softmax read their rows once from memory.
+  bool chain_rows = true;
   // Rewrite f32 DEFAULT-precision dot_general / convolution into HIGHEST ones over operands
   // rounded by explicit convert(convert(x, bf16), f32) nodes (the same numbers: products of
   // bf16 values are exact in f32), so that each value is rounded once per graph (CSE) and the

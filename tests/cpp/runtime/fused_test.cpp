@@ -212,7 +212,8 @@ TEST(HostFused, LayerNormAndSoftmax) {
     Graph g;
     Value x = g.param(DType::F32, s), gm = g.param(DType::F32, {512}), bt = g.param(DType::F32, {512});
     g.set_outputs({layernorm(g, x, gm, bt)});
-    EXPECT_EQ(fused_steps(g), 3);
+    EXPECT_EQ(ir::cluster_count(g), 3);
+    EXPECT_EQ(fused_steps(g), 1);  // one row chain of the three loops
     expect_same(g, {random_tensor(DType::F32, s, 1), random_tensor(DType::F32, {512}, 2),
                     random_tensor(DType::F32, {512}, 3)});
   }
@@ -223,9 +224,27 @@ TEST(HostFused, LayerNormAndSoftmax) {
     Value e = g.unary(OpCode::Exp, g.binary(OpCode::Sub, x, g.broadcast(m, s, {0})));
     Value sum = g.reduce(e, ir::Reducer::Sum, {1});
     g.set_outputs({g.binary(OpCode::Div, e, g.broadcast(sum, s, {0}))});
-    EXPECT_EQ(fused_steps(g), 3);
+    EXPECT_EQ(ir::cluster_count(g), 3);
+    EXPECT_EQ(fused_steps(g), 1);
+    EXPECT_EQ(make_plan(g, PlanOptions{.fuse = true, .chain_rows = false})->steps.size(), 3u);
     expect_same(g, {random_tensor(DType::F32, s, 5)});
   }
+}
+
+// Row chains run loops tile by tile; a loop reading another's per-row results across rows
+// (a row sum broadcast along columns, a scalar total) must not join, or it would read rows
+// not computed yet. Rows of 256 with 16 rows per tile: several tiles on every thread count.
+TEST(HostFused, RowChainsRefuseReadsAcrossRows) {
+  Shape s = {256, 256};
+  Graph g;
+  Value x = g.param(DType::F32, s);
+  Value r = g.reduce(g.binary(OpCode::Mul, x, x), ir::Reducer::Sum, {1});        // [256] per row
+  Value local = g.binary(OpCode::Sub, x, g.broadcast(r, s, {0}));                // along rows: chains
+  Value across = g.binary(OpCode::Mul, local, g.broadcast(r, s, {1}));           // r[j]: must not
+  g.set_outputs({across, g.reduce(across, ir::Reducer::Max, {1})});
+  EXPECT_EQ(ir::cluster_count(g), 2);
+  EXPECT_EQ(fused_steps(g), 2);  // joined, the second loop would read r for rows of later tiles
+  expect_same(g, {random_tensor(DType::F32, s, 7)});
 }
 
 TEST(HostFused, MatmulEpilogue) {
