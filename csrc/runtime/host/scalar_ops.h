@@ -69,7 +69,13 @@ TPU_UNARY_OP(Tan, std::tan(x))
 TPU_UNARY_VEC_OP(Erf, std::erf(x), erf_f32)
 TPU_UNARY_OP(Floor, std::floor(x))
 TPU_UNARY_OP(Ceil, std::ceil(x))
-TPU_UNARY_OP(RoundEven, __builtin_roundeven(x))
+// roundeven in the compute type (the double builtin on floats kept the loop scalar).
+template <class T>
+T round_even(T x) {
+  if constexpr (std::is_same_v<T, float>) return __builtin_roundevenf(x);
+  else return static_cast<T>(__builtin_roundeven(static_cast<double>(x)));
+}
+TPU_UNARY_OP(RoundEven, round_even(x))
 
 struct AbsOp {
   template <class T>
