@@ -178,6 +178,30 @@ SDPA_OPS = [
     row("sdpa_gqa", _sdpa(enable_gqa=True), (1, 4, 5, 4), (1, 2, 5, 4), (1, 2, 5, 4), tol_scale=4),
 ]
 
+
+def _masked_scores():
+    # rows: all -inf (zeros out), some -inf, finite; plus a NaN row (NaN out, not zeroed)
+    x = torch.randn(2, 4, 6)
+    x[0, 0] = float("-inf")
+    x[0, 1, ::2] = float("-inf")
+    x[1, 2] = float("-inf")
+    x[1, 3, 1] = float("nan")
+    return x
+
+
+def _safe_softmax(x, *extra, dim=-1, dtype=None):
+    return torch.ops.aten._safe_softmax(x + sum(e.sum() * 0 for e in extra), dim, dtype)
+
+
+# aten._safe_softmax (sdpa's math path) is lowered directly: the row max decides fully
+# masked rows; these rows compare with CPU's eq(-inf)/all()/where decomposition.
+SDPA_OPS += [
+    row("_safe_softmax", _safe_softmax, Input(_masked_scores()), (2, 4, 6), tol_scale=2),
+    row("_safe_softmax_dim1", lambda x, y: _safe_softmax(x, y, dim=1), Input(_masked_scores()), (2, 4, 6), tol_scale=2),
+    row("_safe_softmax_to_f32", lambda x, y: _safe_softmax(x, y, dtype=torch.float32), Input(_masked_scores()),
+        (2, 4, 6), tol_scale=2),
+]
+
 ALL_OPS = SHAPE_OPS + MASK_OPS + INDEX_OPS + ORDER_OPS + NORM_OPS + SDPA_OPS
 
 

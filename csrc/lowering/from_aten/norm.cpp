@@ -1,5 +1,7 @@
 // Softmax, log_softmax and layer_norm with their backward ops, computed in f32 for
 // bf16/f16 inputs (PyTorch CPU does the same).
+#include <limits>
+
 #include "lowering/from_aten/common.h"
 
 namespace torch_tpu::lowering {
@@ -56,6 +58,26 @@ std::vector<Value> softmax(Lower& L, Args a, bool log) {
   }
   if (s.self.dim() == 0) r = L.g.reshape(r, {});
   return one(L.g.convert(r, s.out));
+}
+
+// _safe_softmax(self, dim, dtype): softmax, with rows that are all -inf (fully masked
+// attention rows) giving zeros. ATen computes eq(-inf), all() over the row and a where; a row
+// is all -inf exactly when its max is -inf (a NaN makes both false), so the row max the
+// softmax needs anyway decides it. Autograd uses _softmax_backward_data (derivatives.yaml).
+std::vector<Value> safe_softmax(Lower& L, Args a) {
+  const at::Tensor& self = a[0].toTensor();
+  int64_t d = wrap_dim(a[1].toInt(), std::max<int64_t>(self.dim(), 1));
+  DType out = a[2].isNone() ? to_ir(self.scalar_type(), L.op()) : to_ir(a[2].toScalarType(), L.op());
+  TORCH_CHECK(ir::is_float(out), "[", L.op(), "] softmax needs a floating point dtype; got ", self.scalar_type());
+  Value x = L.g.convert(L.in(self, out), opmath(out));
+  if (self.dim() == 0) x = L.g.reshape(x, {1});
+  Value mx = reduce_keep(L, x, Reducer::Max, {d});
+  Value e = L.g.unary(OpCode::Exp, bin(L, OpCode::Sub, x, mx));
+  Value r = bin(L, OpCode::Div, e, reduce_keep(L, e, Reducer::Sum, {d}));
+  Value masked = cmp(L, ir::Cmp::EQ, mx, scal(L, -std::numeric_limits<double>::infinity(), mx));
+  r = where(L, masked, scal(L, 0.0, r), r);
+  if (self.dim() == 0) r = L.g.reshape(r, {});
+  return one(L.g.convert(r, out));
 }
 
 // _softmax_backward_data(grad_output, output, dim, input_dtype)
@@ -163,7 +185,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   auto smb = [](Lower& L, Args a) { return softmax_backward(L, a, false); };
   auto lsmb = [](Lower& L, Args a) { return softmax_backward(L, a, true); };
   register_ops(m, {
-      {"_softmax", sm}, {"_softmax.out", sm}, {"_log_softmax", lsm}, {"_log_softmax.out", lsm},
+      {"_softmax", sm}, {"_softmax.out", sm}, {"_safe_softmax", safe_softmax}, {"_log_softmax", lsm}, {"_log_softmax.out", lsm},
       {"_softmax_backward_data", smb}, {"_softmax_backward_data.out", smb},
       {"_log_softmax_backward_data", lsmb}, {"_log_softmax_backward_data.out", lsmb},
       {"native_layer_norm", layer_norm}, {"native_layer_norm_backward", layer_norm_backward},
