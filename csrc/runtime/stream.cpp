@@ -21,6 +21,8 @@ namespace torch_tpu::runtime::stream {
 namespace {
 
 thread_local bool t_worker = false;
+// The stream whose worker this thread is (null on user threads).
+thread_local const std::atomic<int>* t_waiters = nullptr;
 std::atomic<Thrower> g_thrower{nullptr};
 
 constexpr size_t kBatch = 64;
@@ -212,6 +214,7 @@ class Stream {
  private:
   void loop() {
     t_worker = true;
+    t_waiters = &waiters_;
     std::deque<Command> batch;
     std::unique_lock<std::mutex> lk(mu_);
     for (;;) {
@@ -396,6 +399,8 @@ void synchronize_all() {
 }
 
 bool on_worker() { return t_worker; }
+
+bool worker_beside_running_user() { return t_waiters && t_waiters->load(std::memory_order_relaxed) == 0; }
 
 bool in_bad_fork() { return g_bad_fork.load(); }
 

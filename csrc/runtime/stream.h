@@ -52,6 +52,10 @@ void synchronize(int dev);
 void synchronize_all();
 // Whether the calling thread is a stream worker (it must never wait on a stream).
 bool on_worker();
+// Whether the calling thread is a stream worker whose user threads are not waiting on its
+// stream: they are running (dispatching the next ops) beside it and need a core of their own
+// (host::parallel_for leaves them one).
+bool worker_beside_running_user();
 
 // What wait() raises for a failed command: by default torch_tpu::Error / NotImplemented /
 // IndexError; the torch side installs a thrower that raises the matching c10 errors

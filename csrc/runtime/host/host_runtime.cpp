@@ -3,6 +3,9 @@
 // OpenMP) and writes outputs. Buffers are 64-byte aligned host memory (the handle is the
 // address); transfers are strided copies. Per-run memory is a thread_local arena reused across runs,
 // so concurrent runs share nothing mutable and small graphs allocate nothing.
+#include <omp.h>
+#include <sched.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -15,6 +18,7 @@
 
 #include "base/error.h"
 #include "runtime/host/host_runtime.h"
+#include "runtime/stream.h"
 #include "runtime/host/plan.h"
 #include "runtime/runtime.h"
 
@@ -231,6 +235,16 @@ class HostExecutable final : public runtime::Executable {
 };
 
 }  // namespace
+
+int loop_threads() {
+  static const int cores = [] {
+    cpu_set_t set;
+    return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : omp_get_num_procs();
+  }();
+  int n = omp_get_max_threads();
+  if (runtime::stream::worker_beside_running_user()) n = std::min(n, std::max(1, cores - 1));
+  return n;
+}
 
 std::shared_ptr<runtime::Executable> compile_host(const ir::Graph& graph, const PlanOptions& opt) {
   return std::make_shared<HostExecutable>(make_plan(graph, opt));
