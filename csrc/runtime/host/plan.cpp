@@ -191,7 +191,7 @@ bool split_shared_gathers(const ir::Graph& g, ir::Graph& out) {
       continue;
     for (size_t j = 0; j < n.operands.size(); ++j) {
       int v = n.operands[j];
-      if (!ir::has_trait(nodes[v].op, ir::kFusedGather) || nodes[v].is_param || cluster[v] == cluster[u]) continue;
+      if (nodes[v].is_param || !ir::has_trait(nodes[v].op, ir::kFusedGather) || cluster[v] == cluster[u]) continue;
       copy_slots[u].push_back(static_cast<int>(j));
       any = true;
     }
