@@ -153,6 +153,33 @@ def test_default_linear_decode_rounds_each_operand(shape, k, n, entry):
     assert ((got - exact).abs() / scale.clamp_min(1e-30))[ok].max().item() > 2.0**-12
 
 
+def _hi_lo(x):
+    hi = x.bfloat16().float()
+    return hi.double(), (x - hi).bfloat16().double()
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 1024, 4096), (8, 1024, 512), (13, 256, 1000), (16, 64, 300), (17, 256, 100)])
+@pytest.mark.parametrize("entry", ["matmul", "linear"])
+def test_high_few_rows_is_bf16x3(m, k, n, entry):
+    # HIGH = hi*hi + hi*lo + lo*hi (hi = bf16(x), lo = bf16(x - hi)) summed in f32, for decode's
+    # few-row dots (split in registers, gemv.cpp) as for the rest (packed bf16x3 operands):
+    # within f32 summation error of that sum in f64, and ~2^-16 from the exact product.
+    g = torch.Generator().manual_seed(m * 31 + n)
+    a = torch.randn(m, k, generator=g)
+    w = torch.randn(n, k, generator=g) if entry == "linear" else torch.randn(k, n, generator=g)
+    b = w.t() if entry == "linear" else w
+    (ah, al), (bh, bl) = _hi_lo(a), _hi_lo(b)
+    want = ah @ bh + ah @ bl + al @ bh
+    with torch_tpu.precision(Precision.HIGH):
+        at, wt = a.to("tpu"), w.to("tpu")
+        got = (torch.nn.functional.linear(at, wt) if entry == "linear" else at @ wt).cpu().double()
+    scale = a.abs().double() @ b.abs().double()
+    err = ((got - want).abs() / scale).max().item()
+    assert err < 2 * k * 2.0**-24, err
+    exact = a.double() @ b.double()
+    assert ((got - exact).abs() / scale).max().item() < 2.0**-15
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_low_precision_inputs_ignore_the_mode(dtype):
     fn, a, b = _ops()["mm"]

@@ -26,8 +26,8 @@ using ir::DType;
 // Step data: i0..i3 = B, M, K, N. v0 = {lhs mode, rhs mode, parts}: mode 0 = direct,
 // 1 = direct and transposed ([B,K,M] / [B,N,K]), 2 = gathered by copies[0] / copies[1] into
 // scratch; parts = how many K-blocks the packed operands have (1, 2 or 3; 0 = no packing).
-// v1 = {bf16 packing (1) or f32 (0), mixed dot on the native bf16 GEMM (1), few-row DEFAULT
-// kernel gemm_small_default (1)}.
+// v1 = {bf16 packing (1) or f32 (0), mixed dot on the native bf16 GEMM (1), few-row f32
+// kernel gemm_small (1)}.
 // offsets = scratch byte offsets {lhs raw, rhs raw, lhs packed, rhs packed, out f}.
 enum { kRawA, kRawB, kPA, kPB, kFC, kNumRegions };
 
@@ -130,9 +130,11 @@ void float_dot_kernel(const KernelArgs& a) {
     if (mixed && a.step.v1[1] != 0) rc = {0, true, {}, {}};  // native bf16 GEMM on the operands as stored
     Operand l = operand(a, 0, sizeof(S)), r = operand(a, 1, sizeof(S));
     float* c = D == DType::F32 || mixed ? static_cast<float*>(a.out) : reinterpret_cast<float*>(region(a, kFC));
-    if (a.step.v1[2] != 0) {  // few rows at DEFAULT: the weight rounded while read (gemv.cpp)
-      bool ok = gemm_small_default({B, M, N, K, l.trans, r.trans}, static_cast<const float*>(l.p),
-                                   static_cast<const float*>(r.p), c, gemm_has_bf16());
+    if (a.step.v1[2] != 0) {  // few f32 rows: the weight split while read (gemv.cpp)
+      const SmallPrecision sp =
+          a.step.n->attrs.precision == ir::Precision::Default ? SmallPrecision::Default : SmallPrecision::High;
+      bool ok = gemm_small({B, M, N, K, l.trans, r.trans}, sp, static_cast<const float*>(l.p),
+                           static_cast<const float*>(r.p), c, gemm_has_bf16());
       TPU_CHECK(ok, "[host dot_general] the few-row kernel refused a shape it was planned for");
     } else if (rc.parts == 0) {
       gemm({B, M, N, K, l.trans, r.trans}, rc.bf16 ? GemmType::BF16 : GemmType::F32, l.p, r.p, c);
@@ -241,8 +243,8 @@ void prepare_dot(const ir::Graph& g, Step& s) {
   // are (no packing); without one they are widened to f32 like any bf16 dot.
   const bool mixed = n.dtype == DType::F32 && d == DType::BF16, mixed_native = mixed && gemm_has_bf16();
   if (mixed_native) rc = {0, true, {}, {}};
-  // f32 DEFAULT with few rows: gemm_small_default reads the operands as stored (no packing).
-  const bool small = d == DType::F32 && at.precision == ir::Precision::Default && gemm_small_default_takes(B, M, K);
+  // f32 DEFAULT or HIGH with few rows: gemm_small reads the operands as stored (no packing).
+  const bool small = d == DType::F32 && at.precision != ir::Precision::Highest && gemm_small_takes(B, M, K);
   if (small) rc = {0, false, {}, {}};
   // The GEMM reads operands as stored, or packed elementwise (one part) in the same layout.
   bool direct = ir::is_float(d) && rc.parts <= 1;

@@ -25,17 +25,25 @@ bool gemm_has_bf16();
 // order. m, n, k may be 0 (k = 0 writes zeros).
 void gemm(const GemmShape& s, GemmType type, const void* a, const void* b, float* c);
 
-// DEFAULT-precision f32 product for few rows (decode / GEMV shapes, gemv.cpp):
-// C = round_bf16(op(A)) x round_bf16(op(B)) with exact products and f32 sums, reading A and B
-// as stored (B, the large operand, is rounded in registers: no rounded copy is written).
-// flush_subnormals: rounded values with a zero exponent count as zero, as the native bf16
-// kernels read them (pass gemm_has_bf16() where this replaces a bf16 GEMM). Returns false,
-// writing nothing, when the shape is not one it handles (m > 16, or a large A); then use gemm.
-// Each result is independent of the thread split; summation order differs from gemm's.
-bool gemm_small_default(const GemmShape& s, const float* a, const float* b, float* c, bool flush_subnormals);
-// Whether gemm_small_default takes a product of `batch` x [m, k] rows (planners use it to skip
+// f32 products for few rows (decode / GEMV shapes, gemv.cpp) at DEFAULT and HIGH precision,
+// reading A and B as stored (B, the large operand, is split in registers: no rounded copy is
+// written):
+//   Default  C = bf16(op(A)) x bf16(op(B)), exact products, f32 sums
+//   High     hi*hi + hi*lo + lo*hi per product (hi = bf16(x), lo = bf16(x - hi)), f32 sums
+// flush_subnormals: bf16 parts with a zero exponent count as zero, as the
+// native bf16 kernels read them (pass gemm_has_bf16() where this replaces a bf16 GEMM). Returns
+// false, writing nothing, when the shape is not one it handles (m > 16, or a large A); then
+// use gemm. Each result is independent of the thread split; summation order differs from gemm's.
+enum class SmallPrecision : uint8_t { Default, High };
+bool gemm_small(const GemmShape& s, SmallPrecision p, const float* a, const float* b, float* c,
+                bool flush_subnormals);
+inline bool gemm_small_default(const GemmShape& s, const float* a, const float* b, float* c, bool flush_subnormals) {
+  return gemm_small(s, SmallPrecision::Default, a, b, c, flush_subnormals);
+}
+// Whether gemm_small takes a product of `batch` x [m, k] rows (planners use it to skip
 // packing scratch and operand rewrites for the shapes it handles).
-bool gemm_small_default_takes(int64_t batch, int64_t m, int64_t k);
+bool gemm_small_takes(int64_t batch, int64_t m, int64_t k);
+inline bool gemm_small_default_takes(int64_t batch, int64_t m, int64_t k) { return gemm_small_takes(batch, m, k); }
 
 // Same for f64 (OpenBLAS dgemm, one call per batch).
 void gemm_f64(const GemmShape& s, const double* a, const double* b, double* c);

@@ -1,7 +1,10 @@
-// gemm_small_default (gemm.h): f32 products with few rows (decode-shaped, M <= 16) at DEFAULT
-// precision, streaming the large operand and rounding it to bf16 in registers, so that no
-// rounded copy of a weight is written. Compiled once per Highway target (foreach_target.h);
-// the entry point dispatches at run time. See docs/decisions/gemm.md.
+// gemm_small (gemm.h): f32 products with few rows (decode-shaped, M <= 16), streaming the large
+// operand and splitting it in registers, so that no rounded copy of a weight is written:
+// DEFAULT rounds it to bf16 (one FMA per product), HIGH splits it into bf16 hi + lo (two
+// FMAs for hi*hi + hi*lo + lo*hi, the packed bf16x3 GEMM's products). HIGHEST stays on the
+// library GEMM (gemm.cpp), which reads f32 as stored anyway.
+// Compiled once per Highway target (foreach_target.h); the entry point dispatches at run
+// time. See docs/decisions/gemm.md.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -30,6 +33,8 @@ constexpr int64_t kMaxRows = 16;
 constexpr int64_t kMaxSmallOperand = int64_t{1} << 22;
 // FMAs a thread must get before parallel_for splits the columns.
 constexpr int64_t kFmasPerThread = int64_t{1} << 17;
+// Precisions (gemm.h SmallPrecision), as template arguments.
+constexpr int kDefault = 0, kHigh = 1;
 }  // namespace torch_tpu::host::gemv
 #endif
 
@@ -43,7 +48,7 @@ using D = hn::ScalableTag<float>;
 using V = hn::Vec<D>;
 using DU = hn::RebindToUnsigned<D>;
 
-// Register tiles: accumulators + the rounded weight vectors must fit the register file.
+// Register tiles: accumulators + the split weight vectors must fit the register file.
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3  // 32 vector registers
 constexpr int kMR = 8;  // rows of A per tile
 constexpr int kNR = 3;  // [N,K] weight: rows (dot products along K) per tile
@@ -51,6 +56,9 @@ constexpr int kNV = 3;  // [K,N] weight: vectors of columns per tile
 #else  // 16 registers
 constexpr int kMR = 4, kNR = 3, kNV = 2;
 #endif
+// HIGH holds two parts of each weight vector (and of A's): one weight row / vector fewer.
+constexpr int nr_of(int P) { return P == kHigh ? kNR - 1 : kNR; }
+constexpr int nv_of(int P) { return P == kHigh && kNV > 2 ? kNV - 1 : kNV; }
 
 // numeric.h's round_bf16 on each lane, bit for bit: RNE on the bit pattern, NaN quieted
 // (payload top bits kept), a carry out of the max finite value gives inf. Flush: results
@@ -72,44 +80,78 @@ float round_s(float x) {
   return Flush && (f32_bits(r) & 0x7F800000u) == 0 ? 0.0f : r;
 }
 
-// [N,K] weight: C[m, j] = sum_k A[m, k] W[j, k] for MR rows of A (rounded, rows of kp >= K
-// floats, zero padded to whole vectors) and NR rows of W (row stride K, rounded here).
-// Lane partial sums over k, then one horizontal sum per result.
-template <int MR, int NR, bool Flush>
-HWY_NOINLINE void tile_nk(const float* HWY_RESTRICT a, int64_t kp, const float* HWY_RESTRICT w, int64_t K,
-                          float* HWY_RESTRICT c, int64_t ldc) {
+// One weight vector's parts for precision P: DEFAULT hi = bf16(w); HIGH hi = bf16(w) and
+// lo = hi + bf16(w - hi) (exact in f32; the bf16 parts from the unflushed hi, as dot.cpp's
+// packing, each flushed when the native kernel would read it as zero).
+template <int P, bool Flush>
+HWY_INLINE void split_v(V w, V& hi, V& lo) {
+  if constexpr (P == kDefault) {
+    hi = round_v<Flush>(w);
+  } else {
+    const V h = round_v<false>(w);
+    lo = round_v<Flush>(hn::Sub(w, h));
+    if constexpr (Flush) {
+      const DU du;
+      hi = hn::IfThenZeroElse(hn::RebindMask(D(), hn::Eq(hn::And(hn::BitCast(du, h), hn::Set(du, 0x7F800000u)), hn::Zero(du))), h);
+    } else {
+      hi = h;
+    }
+    lo = hn::Add(hi, lo);
+  }
+  (void)lo;
+}
+
+// acc += a * w in precision P (a, w split by split_v). HIGH: a_lo * w_hi, then
+// a_hi * (w_hi + w_lo), whose product the FMA takes exactly: hi*hi + hi*lo + lo*hi in two FMAs.
+template <int P>
+HWY_INLINE V fma_p(V ah, V al, V wh, V wl, V acc) {
+  if constexpr (P == kHigh) return hn::MulAdd(ah, wl, hn::MulAdd(al, wh, acc));
+  (void)al;
+  (void)wl;
+  return hn::MulAdd(ah, wh, acc);
+}
+
+// [N,K] weight: C[m, j] = sum_k A[m, k] W[j, k] for MR rows of A (split, rows of kp >= K
+// floats, zero padded to whole vectors; HIGH's lo parts `lo` floats after the hi parts) and
+// NR rows of W (row stride K, split here). Lane partial sums over k, then one horizontal sum
+// per result.
+template <int MR, int NR, int P, bool Flush>
+HWY_NOINLINE void tile_nk(const float* HWY_RESTRICT a, int64_t kp, int64_t lo, const float* HWY_RESTRICT w,
+                          int64_t K, float* HWY_RESTRICT c, int64_t ldc) {
   const D d;
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
   V acc[MR][NR];
   for (int m = 0; m < MR; ++m)
     for (int r = 0; r < NR; ++r) acc[m][r] = hn::Zero(d);
-  auto step = [&](int64_t k, const V* wv) HWY_ATTR {
+  auto step = [&](int64_t k, const V* wh, const V* wl) HWY_ATTR {
     for (int m = 0; m < MR; ++m) {
-      const V av = hn::LoadU(d, a + m * kp + k);
-      for (int r = 0; r < NR; ++r) acc[m][r] = hn::MulAdd(av, wv[r], acc[m][r]);
+      const V ah = hn::LoadU(d, a + m * kp + k);
+      const V al = P == kHigh ? hn::LoadU(d, a + lo + m * kp + k) : ah;
+      for (int r = 0; r < NR; ++r) acc[m][r] = fma_p<P>(ah, al, wh[r], wl[r], acc[m][r]);
     }
   };
   int64_t k = 0;
   for (; k + L <= K; k += L) {
-    V wv[NR];
-    for (int r = 0; r < NR; ++r) wv[r] = round_v<Flush>(hn::LoadU(d, w + r * K + k));
-    step(k, wv);
+    V wh[NR], wl[NR];
+    for (int r = 0; r < NR; ++r) split_v<P, Flush>(hn::LoadU(d, w + r * K + k), wh[r], wl[r]);
+    step(k, wh, wl);
   }
   if (k < K) {  // the tail: W zero-filled past K, A zero padded
-    V wv[NR];
-    for (int r = 0; r < NR; ++r) wv[r] = round_v<Flush>(hn::LoadN(d, w + r * K + k, static_cast<size_t>(K - k)));
-    step(k, wv);
+    V wh[NR], wl[NR];
+    for (int r = 0; r < NR; ++r)
+      split_v<P, Flush>(hn::LoadN(d, w + r * K + k, static_cast<size_t>(K - k)), wh[r], wl[r]);
+    step(k, wh, wl);
   }
   for (int m = 0; m < MR; ++m)
     for (int r = 0; r < NR; ++r) c[m * ldc + r] = hn::ReduceSum(d, acc[m][r]);
 }
 
-// [K,N] weight: C[m, cols] += A[m, k] * W[k, cols] over k in order, for MR rows of A (rounded,
-// k-major: A[m, k] at a[k * lda + m]) and NV vectors of columns (`last` valid lanes in the
-// last one when Partial).
-template <int MR, int NV, bool Flush, bool Partial>
-HWY_NOINLINE void tile_kn(const float* HWY_RESTRICT a, int64_t lda, const float* HWY_RESTRICT w, int64_t ldw,
-                          int64_t K, float* HWY_RESTRICT c, int64_t ldc, size_t last) {
+// [K,N] weight: C[m, cols] += A[m, k] * W[k, cols] over k in order, for MR rows of A (split,
+// k-major: A[m, k] at a[k * lda + m]; HIGH's lo parts `lo` floats after) and NV vectors of
+// columns (`last` valid lanes in the last one when Partial).
+template <int MR, int NV, int P, bool Flush, bool Partial>
+HWY_NOINLINE void tile_kn(const float* HWY_RESTRICT a, int64_t lda, int64_t lo, const float* HWY_RESTRICT w,
+                          int64_t ldw, int64_t K, float* HWY_RESTRICT c, int64_t ldc, size_t last) {
   const D d;
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
   V acc[MR][NV];
@@ -117,13 +159,15 @@ HWY_NOINLINE void tile_kn(const float* HWY_RESTRICT a, int64_t lda, const float*
     for (int v = 0; v < NV; ++v) acc[m][v] = hn::Zero(d);
   for (int64_t k = 0; k < K; ++k) {
     const float* wk = w + k * ldw;
-    V wv[NV];
+    V wh[NV], wl[NV];
     for (int v = 0; v < NV; ++v)
-      wv[v] = round_v<Flush>(Partial && v == NV - 1 ? hn::LoadN(d, wk + v * L, last) : hn::LoadU(d, wk + v * L));
+      split_v<P, Flush>(Partial && v == NV - 1 ? hn::LoadN(d, wk + v * L, last) : hn::LoadU(d, wk + v * L), wh[v],
+                        wl[v]);
     const float* ak = a + k * lda;
     for (int m = 0; m < MR; ++m) {
-      const V av = hn::Set(d, ak[m]);
-      for (int v = 0; v < NV; ++v) acc[m][v] = hn::MulAdd(av, wv[v], acc[m][v]);
+      const V ah = hn::Set(d, ak[m]);
+      const V al = P == kHigh ? hn::Set(d, ak[lo + m]) : ah;
+      for (int v = 0; v < NV; ++v) acc[m][v] = fma_p<P>(ah, al, wh[v], wl[v], acc[m][v]);
     }
   }
   for (int m = 0; m < MR; ++m)
@@ -134,58 +178,62 @@ HWY_NOINLINE void tile_kn(const float* HWY_RESTRICT a, int64_t lda, const float*
 }
 
 // Run-time rows/columns -> the tile instantiation (MR counts down from kMR).
-template <bool Flush, int MR = kMR, int NR = kNR>
-void nk(int mr, int nr, const float* a, int64_t kp, const float* w, int64_t K, float* c, int64_t ldc) {
+template <int P, bool Flush, int MR = kMR, int NR = nr_of(P)>
+void nk(int mr, int nr, const float* a, int64_t kp, int64_t lo, const float* w, int64_t K, float* c, int64_t ldc) {
   if (mr != MR) {
-    if constexpr (MR > 1) nk<Flush, MR - 1, NR>(mr, nr, a, kp, w, K, c, ldc);
+    if constexpr (MR > 1) nk<P, Flush, MR - 1, NR>(mr, nr, a, kp, lo, w, K, c, ldc);
   } else if (nr != NR) {
-    if constexpr (NR > 1) nk<Flush, MR, NR - 1>(mr, nr, a, kp, w, K, c, ldc);
+    if constexpr (NR > 1) nk<P, Flush, MR, NR - 1>(mr, nr, a, kp, lo, w, K, c, ldc);
   } else {
-    tile_nk<MR, NR, Flush>(a, kp, w, K, c, ldc);
+    tile_nk<MR, NR, P, Flush>(a, kp, lo, w, K, c, ldc);
   }
 }
 
-template <bool Flush, bool Partial, int NV, int MR = kMR>
-void kn(int mr, const float* a, int64_t lda, const float* w, int64_t ldw, int64_t K, float* c, int64_t ldc,
-        size_t last) {
+template <int P, bool Flush, bool Partial, int NV, int MR = kMR>
+void kn(int mr, const float* a, int64_t lda, int64_t lo, const float* w, int64_t ldw, int64_t K, float* c,
+        int64_t ldc, size_t last) {
   if (mr != MR) {
-    if constexpr (MR > 1) kn<Flush, Partial, NV, MR - 1>(mr, a, lda, w, ldw, K, c, ldc, last);
+    if constexpr (MR > 1) kn<P, Flush, Partial, NV, MR - 1>(mr, a, lda, lo, w, ldw, K, c, ldc, last);
   } else {
-    tile_kn<MR, NV, Flush, Partial>(a, lda, w, ldw, K, c, ldc, last);
+    tile_kn<MR, NV, P, Flush, Partial>(a, lda, lo, w, ldw, K, c, ldc, last);
   }
 }
 
-// Columns [j0, j1) of one batch's C for every row group.
-template <bool Flush>
-void columns(const GemmShape& s, const float* a, int64_t kp, const float* w, float* c, int64_t j0, int64_t j1) {
+// Columns [j0, j1) of one batch's C for every row group (A's lo parts `lo` floats after its hi).
+template <int P, bool Flush>
+void columns(const GemmShape& s, const float* a, int64_t kp, int64_t lo, const float* w, float* c, int64_t j0,
+             int64_t j1) {
   const int64_t M = s.m, N = s.n, K = s.k;
   const int64_t L = static_cast<int64_t>(hn::Lanes(D()));
+  constexpr int NR = nr_of(P), NV = nv_of(P);
   for (int64_t m0 = 0; m0 < M; m0 += kMR) {
     const int mr = static_cast<int>(std::min<int64_t>(kMR, M - m0));
     float* cm = c + m0 * N;
     if (s.trans_b) {
-      for (int64_t j = j0; j < j1; j += kNR) {
-        const int nr = static_cast<int>(std::min<int64_t>(kNR, j1 - j));
-        nk<Flush>(mr, nr, a + m0 * kp, kp, w + j * K, K, cm + j, N);
+      for (int64_t j = j0; j < j1; j += NR) {
+        const int nr = static_cast<int>(std::min<int64_t>(NR, j1 - j));
+        nk<P, Flush>(mr, nr, a + m0 * kp, kp, lo, w + j * K, K, cm + j, N);
       }
     } else {
       const float* am = a + m0;  // k-major rows of M
       int64_t j = j0;
-      for (; j + kNV * L <= j1; j += kNV * L) kn<Flush, false, kNV>(mr, am, M, w + j, N, K, cm + j, N, 0);
-      for (; j + L <= j1; j += L) kn<Flush, false, 1>(mr, am, M, w + j, N, K, cm + j, N, 0);
-      if (j < j1) kn<Flush, true, 1>(mr, am, M, w + j, N, K, cm + j, N, static_cast<size_t>(j1 - j));
+      for (; j + NV * L <= j1; j += NV * L) kn<P, Flush, false, NV>(mr, am, M, lo, w + j, N, K, cm + j, N, 0);
+      for (; j + L <= j1; j += L) kn<P, Flush, false, 1>(mr, am, M, lo, w + j, N, K, cm + j, N, 0);
+      if (j < j1) kn<P, Flush, true, 1>(mr, am, M, lo, w + j, N, K, cm + j, N, static_cast<size_t>(j1 - j));
     }
   }
 }
 
-template <bool Flush>
+template <int P, bool Flush>
 void run_t(const GemmShape& s, const float* a, const float* b, float* c) {
   const int64_t B = s.batch, M = s.m, N = s.n, K = s.k;
   const int64_t L = static_cast<int64_t>(hn::Lanes(D()));
-  // A rounded once: [B, M, kp] rows zero padded to whole vectors ([N,K] weights) or k-major
-  // [B, K, M] ([K,N] weights, read as broadcasts).
+  // A split once: [B, M, kp] rows zero padded to whole vectors ([N,K] weights) or k-major
+  // [B, K, M] ([K,N] weights, read as broadcasts); HIGH keeps the lo parts right after the hi
+  // parts of each batch (`lo` floats further on).
   const int64_t kp = s.trans_b ? (K + L - 1) / L * L : K;
-  const int64_t per_batch = M * kp;
+  const int64_t lo = M * kp;
+  const int64_t per_batch = P == kHigh ? 2 * lo : lo;
   thread_local std::vector<float> small;  // reused across calls; large ones are freed after
   std::vector<float> large;
   std::vector<float>& buf = B * per_batch <= (int64_t{1} << 16) ? small : large;
@@ -194,10 +242,17 @@ void run_t(const GemmShape& s, const float* a, const float* b, float* c) {
     for (int64_t m = 0; m < M; ++m)
       for (int64_t k = 0; k < K; ++k) {
         const float x = s.trans_a ? a[(bi * K + k) * M + m] : a[(bi * M + m) * K + k];
-        buf[s.trans_b ? bi * per_batch + m * kp + k : bi * per_batch + k * M + m] = round_s<Flush>(x);
+        float* at = &buf[s.trans_b ? bi * per_batch + m * kp + k : bi * per_batch + k * M + m];
+        if constexpr (P == kDefault) {
+          at[0] = round_s<Flush>(x);
+        } else {
+          const float h = round_bf16(x);
+          at[0] = Flush && (f32_bits(h) & 0x7F800000u) == 0 ? 0.0f : h;
+          at[lo] = round_s<Flush>(x - h);
+        }
       }
   // Column blocks: whole tiles, so that threads split at tile boundaries.
-  const int64_t cols = s.trans_b ? kNR : kNV * L;
+  const int64_t cols = s.trans_b ? nr_of(P) : nv_of(P) * L;
   const int64_t blocks = (N + cols - 1) / cols;
   const int64_t grain = std::max<int64_t>(1, kFmasPerThread / std::max<int64_t>(1, M * K * cols));
   const float* ab = buf.data();
@@ -205,8 +260,8 @@ void run_t(const GemmShape& s, const float* a, const float* b, float* c) {
     for (int64_t u = u0; u < u1;) {
       const int64_t bi = u / blocks, first = u % blocks;
       const int64_t last = std::min(blocks, first + (u1 - u));
-      columns<Flush>(s, ab + bi * per_batch, kp, b + bi * K * N, c + bi * M * N, first * cols,
-                     std::min(N, last * cols));
+      columns<P, Flush>(s, ab + bi * per_batch, kp, lo, b + bi * K * N, c + bi * M * N, first * cols,
+                        std::min(N, last * cols));
       u += last - first;
     }
   });
@@ -214,9 +269,9 @@ void run_t(const GemmShape& s, const float* a, const float* b, float* c) {
 
 }  // namespace
 
-void run_small(const GemmShape& s, const float* a, const float* b, float* c, bool flush) {
-  if (flush) run_t<true>(s, a, b, c);
-  else run_t<false>(s, a, b, c);
+void run_small(const GemmShape& s, int p, const float* a, const float* b, float* c, bool flush) {
+  if (p == kDefault) flush ? run_t<kDefault, true>(s, a, b, c) : run_t<kDefault, false>(s, a, b, c);
+  else flush ? run_t<kHigh, true>(s, a, b, c) : run_t<kHigh, false>(s, a, b, c);
 }
 }  // namespace HWY_NAMESPACE
 }  // namespace torch_tpu::host::gemv
@@ -228,18 +283,19 @@ namespace gemv {
 HWY_EXPORT(run_small);
 }  // namespace gemv
 
-bool gemm_small_default_takes(int64_t batch, int64_t m, int64_t k) {
+bool gemm_small_takes(int64_t batch, int64_t m, int64_t k) {
   return m >= 1 && m <= gemv::kMaxRows && batch >= 0 && k >= 0 && batch * m * k <= gemv::kMaxSmallOperand;
 }
 
-bool gemm_small_default(const GemmShape& s, const float* a, const float* b, float* c, bool flush_subnormals) {
-  if (!gemm_small_default_takes(s.batch, s.m, s.k) || s.n < 0) return false;
+bool gemm_small(const GemmShape& s, SmallPrecision p, const float* a, const float* b, float* c,
+                bool flush_subnormals) {
+  if (!gemm_small_takes(s.batch, s.m, s.k) || s.n < 0) return false;
   if (s.batch == 0 || s.n == 0) return true;
   if (s.k == 0) {
     std::memset(c, 0, sizeof(float) * s.batch * s.m * s.n);
     return true;
   }
-  HWY_DYNAMIC_DISPATCH(gemv::run_small)(s, a, b, c, flush_subnormals);
+  HWY_DYNAMIC_DISPATCH(gemv::run_small)(s, static_cast<int>(p), a, b, c, flush_subnormals);
   return true;
 }
 

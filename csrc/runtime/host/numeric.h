@@ -152,6 +152,10 @@ T nan_min(T a, T b) {
 // nan_max / nan_min on 8 f32 lanes (GCC vector extension): the same selects per lane,
 // (a > b ? a : b) then a where a is NaN, so each lane has nan_max's bits, but as compare +
 // blend instructions (the scalar form's nested branches are not vectorized).
+// Only where AVX is on (the runtime's -march=x86-64-v3 sources): a 32-byte vector is passed
+// in memory without it, and one inline definition must have one ABI in every translation
+// unit (gemv.cpp and vec_math.cpp are also compiled for the SSE baseline).
+#ifdef __AVX__
 typedef float F8 __attribute__((vector_size(32)));
 template <bool kMax>
 inline F8 nan_max8(F8 a, F8 b) {
@@ -165,6 +169,7 @@ inline F8 load8(const float* p) {
   std::memcpy(&v, p, sizeof v);
   return v;
 }
+#endif  // __AVX__
 
 }  // namespace torch_tpu::host
 

@@ -1,6 +1,6 @@
-// gemm_small_default (runtime/host/gemv.cpp): the DEFAULT-precision product for few rows,
-// against a scalar reference on bf16-rounded inputs (double sums; the kernel's f32 sums may
-// differ by K 2^-24 sum |a||b|), on every Highway target this CPU runs, both weight layouts,
+// gemm_small (runtime/host/gemv.cpp): the DEFAULT and HIGH products for few rows, against a
+// scalar reference on bf16-rounded inputs (HIGH: hi*hi + hi*lo + lo*hi; double sums; the
+// kernel's f32 sums may differ by K 2^-24 sum |a||b|), on every Highway target this CPU runs, both weight layouts,
 // transposed A, ragged K and N; NaN/Inf propagation, subnormal flushing, results independent
 // of the thread split, and agreement with the packed GEMM path it replaces.
 #include <gtest/gtest.h>
@@ -53,8 +53,16 @@ float at_b(const Problem& p, int64_t bi, int64_t k, int64_t n) {
   return s.trans_b ? p.b[(bi * s.n + n) * s.k + k] : p.b[(bi * s.k + k) * s.n + n];
 }
 
+// A value's bf16 parts as the kernel splits them: hi = bf16(x), lo = bf16(x - hi) (from the
+// unflushed hi), each flushed to zero when its exponent is zero and `flush`.
+std::pair<double, double> parts(float x, bool flush) {
+  float h = round_bf16(x);
+  return {ref_round(x, flush), ref_round(x - h, flush)};
+}
+
 // Exact-product reference in double, and sum |a||b| for the tolerance.
-void reference(const Problem& p, bool flush, std::vector<double>& c, std::vector<double>& mag) {
+void reference(const Problem& p, bool flush, std::vector<double>& c, std::vector<double>& mag,
+               SmallPrecision sp = SmallPrecision::Default) {
   const GemmShape& s = p.s;
   c.assign(s.batch * s.m * s.n, 0.0);
   mag.assign(c.size(), 0.0);
@@ -63,27 +71,29 @@ void reference(const Problem& p, bool flush, std::vector<double>& c, std::vector
       for (int64_t n = 0; n < s.n; ++n) {
         double acc = 0, g = 0;
         for (int64_t k = 0; k < s.k; ++k) {
-          double x = ref_round(at_a(p, bi, m, k), flush), y = ref_round(at_b(p, bi, k, n), flush);
-          acc += x * y;
-          g += std::fabs(x * y);
+          auto [xh, xl] = parts(at_a(p, bi, m, k), flush);
+          auto [yh, yl] = parts(at_b(p, bi, k, n), flush);
+          double t = sp == SmallPrecision::High ? xh * yh + xh * yl + xl * yh : xh * yh;
+          acc += t;
+          g += sp == SmallPrecision::High ? std::fabs(xh * yh) + std::fabs(xh * yl) + std::fabs(xl * yh) : std::fabs(t);
         }
         c[(bi * s.m + m) * s.n + n] = acc;
         mag[(bi * s.m + m) * s.n + n] = g;
       }
 }
 
-std::vector<float> run_small(const Problem& p, bool flush) {
+std::vector<float> run_small(const Problem& p, bool flush, SmallPrecision sp = SmallPrecision::Default) {
   std::vector<float> c(p.s.batch * p.s.m * p.s.n, -12345.0f);
-  EXPECT_TRUE(gemm_small_default(p.s, p.a.data(), p.b.data(), c.data(), flush));
+  EXPECT_TRUE(gemm_small(p.s, sp, p.a.data(), p.b.data(), c.data(), flush));
   return c;
 }
 
-void expect_close(const Problem& p, bool flush, const std::string& what) {
+void expect_close(const Problem& p, bool flush, const std::string& what, SmallPrecision sp = SmallPrecision::Default) {
   std::vector<double> ref, mag;
-  reference(p, flush, ref, mag);
-  std::vector<float> got = run_small(p, flush);
+  reference(p, flush, ref, mag, sp);
+  std::vector<float> got = run_small(p, flush, sp);
   for (size_t i = 0; i < got.size(); ++i) {
-    double tol = (p.s.k + 1) * std::ldexp(mag[i], -24);
+    double tol = (sp == SmallPrecision::High ? 2 : 1) * (p.s.k + 1) * std::ldexp(mag[i], -24);
     ASSERT_LE(std::fabs(got[i] - ref[i]), tol) << what << " element " << i << " got " << got[i] << " want " << ref[i];
   }
 }
@@ -111,22 +121,48 @@ int each_target(F f) {
 
 TEST(HostGemv, MatchesReferenceOnEveryTarget) {
   int ran = each_target([](const char* target) {
-    for (bool tb : {true, false})
-      for (bool ta : {false, true}) {
-        for (int64_t M = 1; M <= 16; ++M)  // every row count (register tiles and remainders)
-          for (auto [K, N] : {std::pair<int64_t, int64_t>{33, 37}, {7, 100}})
-            expect_close(make_problem(1, M, K, N, ta, tb), false, name(make_problem(1, M, K, N, ta, tb), target));
-        for (auto [M, K, N] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {3, 1, 7}, {8, 1000, 33},
-                               {5, 1000, 1}, {16, 7, 1000}, {9, 257, 65}, {2, 16, 48}}) {
-          Problem p = make_problem(1, M, K, N, ta, tb);
-          expect_close(p, false, name(p, target));
-          expect_close(p, true, name(p, target) + " flush");
+    for (SmallPrecision sp : {SmallPrecision::Default, SmallPrecision::High})
+      for (bool tb : {true, false})
+        for (bool ta : {false, true}) {
+          std::string pn = sp == SmallPrecision::High ? " HIGH" : " DEFAULT";
+          for (int64_t M = 1; M <= 16; ++M)  // every row count (register tiles and remainders)
+            for (auto [K, N] : {std::pair<int64_t, int64_t>{33, 37}, {7, 100}}) {
+              Problem p = make_problem(1, M, K, N, ta, tb);
+              expect_close(p, false, name(p, target) + pn, sp);
+            }
+          for (auto [M, K, N] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 1}, {3, 1, 7}, {8, 1000, 33},
+                                 {5, 1000, 1}, {16, 7, 1000}, {9, 257, 65}, {2, 16, 48}}) {
+            Problem p = make_problem(1, M, K, N, ta, tb);
+            expect_close(p, false, name(p, target) + pn, sp);
+            expect_close(p, true, name(p, target) + pn + " flush", sp);
+          }
+          Problem p = make_problem(3, 4, 33, 70, ta, tb);  // batched: one weight per batch
+          expect_close(p, false, name(p, target) + pn, sp);
         }
-        Problem p = make_problem(3, 4, 33, 70, ta, tb);  // batched: one weight per batch
-        expect_close(p, false, name(p, target));
-      }
   });
   EXPECT_GE(ran, 2);
+}
+
+// HIGH keeps what DEFAULT drops: on inputs with low-order bits, its error against the exact
+// f32 product is far below DEFAULT's (the parts' products are exact; only f32 sums round).
+TEST(HostGemv, HighIsMorePreciseThanDefault) {
+  for (bool tb : {true, false}) {
+    Problem p = make_problem(1, 8, 512, 40, false, tb);
+    std::vector<float> d = run_small(p, false), h = run_small(p, false, SmallPrecision::High);
+    double ed = 0, eh = 0;
+    for (int64_t m = 0; m < 8; ++m)
+      for (int64_t n = 0; n < 40; ++n) {
+        double exact = 0, mag = 0;
+        for (int64_t k = 0; k < 512; ++k) {
+          exact += double(at_a(p, 0, m, k)) * at_b(p, 0, k, n);
+          mag += std::fabs(double(at_a(p, 0, m, k)) * at_b(p, 0, k, n));
+        }
+        ed = std::max(ed, std::fabs(d[m * 40 + n] - exact) / mag);
+        eh = std::max(eh, std::fabs(h[m * 40 + n] - exact) / mag);
+      }
+    EXPECT_LT(eh, std::ldexp(1.0, -15)) << tb;
+    EXPECT_GT(ed, 64 * eh) << tb;
+  }
 }
 
 TEST(HostGemv, DecodeShapeAndThreadSplit) {
@@ -242,19 +278,20 @@ namespace torch_tpu::host {
 namespace {
 // Micro-benchmark (disabled): tpu_cpp_tests --gtest_also_run_disabled_tests --gtest_filter='HostGemv.DISABLED_Bench'
 TEST(HostGemv, DISABLED_Bench) {
-  for (int64_t M : {1, 8, 16})
-    for (bool tb : {true, false}) {
-      Problem p = make_problem(1, M, 1024, 4096, false, tb);
-      std::vector<float> c(M * 4096);
-      double best = 1e30;
-      for (int i = 0; i < 50; ++i) {
-        auto t0 = std::chrono::steady_clock::now();
-        gemm_small_default(p.s, p.a.data(), p.b.data(), c.data(), true);
-        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  for (SmallPrecision sp : {SmallPrecision::Default, SmallPrecision::High})
+    for (int64_t M : {1, 8, 16})
+      for (bool tb : {true, false}) {
+        Problem p = make_problem(1, M, 1024, 4096, false, tb);
+        std::vector<float> c(M * 4096);
+        double best = 1e30;
+        for (int i = 0; i < 50; ++i) {
+          auto t0 = std::chrono::steady_clock::now();
+          gemm_small(p.s, sp, p.a.data(), p.b.data(), c.data(), true);
+          best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        }
+        std::printf("[gemv] %d M=%ld K=1024 N=4096 %s %.1f GFLOP/s\n", static_cast<int>(sp), static_cast<long>(M),
+                    tb ? "[N,K]" : "[K,N]", 2.0 * M * 1024 * 4096 / best / 1e9);
       }
-      std::printf("[gemv] M=%ld K=1024 N=4096 %s %.1f GFLOP/s\n", static_cast<long>(M), tb ? "[N,K]" : "[K,N]",
-                  2.0 * M * 1024 * 4096 / best / 1e9);
-    }
 }
 }  // namespace
 }  // namespace torch_tpu::host
