@@ -58,20 +58,27 @@ void unary_range(const Step&, const void* const* in, void* out, int64_t b, int64
 
 // f32 maximum/minimum run 8 lanes at a time (nan_max8, numeric.h): nan_max's nested branches
 // keep GCC from vectorizing (relu and clamp ran 5-10x slower than an add).
-template <class Op, DType D>
+// kScalar: which operand is one element read at [0] for every i (-1: none): a fused loop's
+// constant splat (x * 0.5, max(x, 0)) read as a scalar instead of a tile it fills first.
+template <class Op, DType D, int kScalar = -1>
 void binary_range(const Step&, const void* const* in, void* out, int64_t b, int64_t e) {
   using M = DT<D>;
   using S = typename M::S;
   const S* __restrict x = static_cast<const S*>(in[0]);
   const S* __restrict y = static_cast<const S*>(in[1]);
   S* __restrict o = static_cast<S*>(out);
+  decltype(M::load(x[0])) xs{}, ys{};  // read only when scalar: a range may be empty
+  if constexpr (kScalar == 0) xs = M::load(x[0]);
+  if constexpr (kScalar == 1) ys = M::load(y[0]);
   if constexpr (D == DType::F32 && (std::is_same_v<Op, ops::MaxOp> || std::is_same_v<Op, ops::MinOp>)) {
     for (; b + 8 <= e; b += 8) {
-      F8 r = nan_max8<std::is_same_v<Op, ops::MaxOp>>(load8(x + b), load8(y + b));
+      F8 xv = kScalar == 0 ? F8{} + xs : load8(x + b), yv = kScalar == 1 ? F8{} + ys : load8(y + b);
+      F8 r = nan_max8<std::is_same_v<Op, ops::MaxOp>>(xv, yv);
       std::memcpy(o + b, &r, sizeof r);
     }
   }
-  for (int64_t i = b; i < e; ++i) o[i] = M::store(Op::f(M::load(x[i]), M::load(y[i])));
+  for (int64_t i = b; i < e; ++i)
+    o[i] = M::store(Op::f(kScalar == 0 ? xs : M::load(x[i]), kScalar == 1 ? ys : M::load(y[i])));
 }
 
 // Bool arithmetic is logical: add = or, mul = and (StableHLO i1 semantics). The bool
@@ -119,14 +126,18 @@ RangeFn pick_compare(ir::Cmp c) {
   return nullptr;
 }
 
-// select works on raw bits: one instantiation per element size.
-template <class T>
+// select works on raw bits: one instantiation per element size (kScalar as binary_range:
+// 1 = the true value, 2 = the false value is one element).
+template <class T, int kScalar = -1>
 void select_range(const Step&, const void* const* in, void* out, int64_t b, int64_t e) {
   const uint8_t* __restrict p = static_cast<const uint8_t*>(in[0]);
   const T* __restrict t = static_cast<const T*>(in[1]);
   const T* __restrict f = static_cast<const T*>(in[2]);
   T* __restrict o = static_cast<T*>(out);
-  for (int64_t i = b; i < e; ++i) o[i] = p[i] ? t[i] : f[i];
+  T ts{}, fs{};
+  if constexpr (kScalar == 1) ts = t[0];
+  if constexpr (kScalar == 2) fs = f[0];
+  for (int64_t i = b; i < e; ++i) o[i] = p[i] ? (kScalar == 1 ? ts : t[i]) : (kScalar == 2 ? fs : f[i]);
 }
 
 // clamp(lo, x, hi) = min(max(x, lo), hi) with NaN propagation; 0-d bounds broadcast.
@@ -202,7 +213,49 @@ RangeFn pick_convert_to(DType to) {
   return fn;
 }
 
+template <class Op, DType D>
+RangeFn scalar_variant(int slot) {
+  return slot == 0 ? &binary_range<Op, D, 0> : &binary_range<Op, D, 1>;
+}
+
+template <DType D>
+RangeFn pick_scalar_binary(ir::OpCode op, int slot) {
+  switch (op) {
+    case ir::OpCode::Add: return scalar_variant<ops::AddOp, D>(slot);
+    case ir::OpCode::Sub: return scalar_variant<ops::SubOp, D>(slot);
+    case ir::OpCode::Mul: return scalar_variant<ops::MulOp, D>(slot);
+    case ir::OpCode::Div: return scalar_variant<ops::DivOp, D>(slot);
+    case ir::OpCode::Max: return scalar_variant<ops::MaxOp, D>(slot);
+    case ir::OpCode::Min: return scalar_variant<ops::MinOp, D>(slot);
+    default: return nullptr;
+  }
+}
+
+template <class T>
+RangeFn select_variant(int slot) {
+  return slot == 1 ? &select_range<T, 1> : &select_range<T, 2>;
+}
+
 }  // namespace
+
+RangeFn elementwise_scalar_range(const ir::Graph& g, const ir::Node& n, int slot) {
+  if (n.op == ir::OpCode::Select) {
+    if (slot != 1 && slot != 2) return nullptr;
+    switch (ir::dtype_size(n.dtype)) {
+      case 1: return select_variant<uint8_t>(slot);
+      case 2: return select_variant<uint16_t>(slot);
+      case 4: return select_variant<uint32_t>(slot);
+      default: return select_variant<uint64_t>(slot);
+    }
+  }
+  if (slot != 0 && slot != 1 || n.operands.size() != 2) return nullptr;
+  switch (g.nodes()[n.operands[0]].dtype) {
+    case DType::F32: return pick_scalar_binary<DType::F32>(n.op, slot);
+    case DType::BF16: return pick_scalar_binary<DType::BF16>(n.op, slot);
+    case DType::F16: return pick_scalar_binary<DType::F16>(n.op, slot);
+    default: return nullptr;
+  }
+}
 
 void prepare_elementwise(const ir::Graph& g, Step& s) {
   const ir::Node& n = *s.n;

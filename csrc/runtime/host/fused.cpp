@@ -28,7 +28,8 @@ struct FusedLoop {
     Src src;
     int index;
   };
-  enum class Kind : uint8_t { kRange, kGather, kAlias, kSink };
+  // kSplat: a broadcast of one element that every reader takes as a kScalar operand (no pass).
+  enum class Kind : uint8_t { kRange, kGather, kAlias, kSink, kSplat };
   struct Member {
     Kind kind;
     int stage = 0;             // 0 main, 1 sink, 2 post
@@ -129,7 +130,7 @@ void eval_stage(const TileCtx& c, int stage, int64_t b, int64_t len) {
   const void* ops[4];
   for (size_t k = 0; k < c.L.members.size(); ++k) {
     const Loop::Member& m = c.L.members[k];
-    if (m.stage != stage) continue;
+    if (m.stage != stage || m.kind == Loop::Kind::kSplat) continue;
     void* out = member_out(c, m, b);
     c.ptr[k] = out;
     if (m.kind == Loop::Kind::kRange) {
@@ -303,7 +304,7 @@ void assign_slots(Loop& L) {
   std::vector<std::vector<int>> release(nm);
   for (int k = 0; k < nm; ++k) {
     Loop::Member& m = L.members[k];
-    if (m.kind != Loop::Kind::kAlias && m.result < 0) {
+    if (m.kind != Loop::Kind::kAlias && m.kind != Loop::Kind::kSplat && m.result < 0) {
       if (free_slots.empty()) free_slots.push_back(L.num_slots++);
       m.slot = free_slots.back();
       free_slots.pop_back();
@@ -449,7 +450,7 @@ std::string fused_members(const Step& s) {
   std::string r;
   int stage = 0;
   for (const Loop::Member& m : s.fused->members) {
-    if (m.kind == Loop::Kind::kAlias) continue;
+    if (m.kind == Loop::Kind::kAlias || m.kind == Loop::Kind::kSplat) continue;
     if (!r.empty()) r += m.stage != stage ? " | " : " ";
     stage = m.stage;
     if (m.kind == Loop::Kind::kGather) r += "Broadcast";
@@ -475,6 +476,34 @@ void prepare_fused(const ir::Graph& g, const ir::Cluster& c, Step& s) {
   s.operands = c.inputs;
   for (int v : c.inputs)
     L->in_elem.push_back(static_cast<int64_t>(ir::dtype_size(nodes[v].dtype)));
+  // Splats: broadcasts of one element (constants: x * 0.5, max(x, 0)) that no one reads as a
+  // tile (not a result; every reader an elementwise op with a scalar form for that operand,
+  // and no other splat operand). Their readers take the element itself; no pass fills a tile.
+  std::vector<char> splat(order.size(), 0);
+  for (size_t k = 0; k < order.size(); ++k) {
+    const ir::Node& n = nodes[order[k]];
+    splat[k] = static_cast<int>(order[k]) != c.sink && ir::has_trait(n.op, ir::kFusedGather) &&
+               ir::numel(nodes[n.operands[0]].shape) == 1 &&
+               !std::binary_search(c.outputs.begin(), c.outputs.end(), order[k]);
+  }
+  std::vector<char> reader_ok(order.size(), 1);
+  for (size_t k = 0; k < order.size(); ++k) {
+    const ir::Node& n = nodes[order[k]];
+    int count = 0;
+    for (int o : n.operands) {
+      int mi = member_index(o);
+      if (mi >= 0 && splat[mi]) ++count;
+    }
+    if (count == 0) continue;
+    bool ranged = order[k] != c.sink && !ir::has_trait(n.op, ir::kFusedGather) &&
+                  ir::op_info(n.op).kind != ir::OpKind::kShape && count == 1;
+    for (size_t j = 0; j < n.operands.size(); ++j) {
+      int mi = member_index(n.operands[j]);
+      if (mi >= 0 && splat[mi] && !(ranged && elementwise_scalar_range(g, n, static_cast<int>(j))))
+        reader_ok[mi] = 0;
+    }
+  }
+  for (size_t k = 0; k < order.size(); ++k) splat[k] = splat[k] && reader_ok[k];
   for (size_t k = 0; k < order.size(); ++k) {
     int v = order[k];
     const ir::Node& n = nodes[v];
@@ -483,6 +512,7 @@ void prepare_fused(const ir::Graph& g, const ir::Cluster& c, Step& s) {
     m.stage = v == c.sink ? 1 : k < c.main.size() ? 0 : 2;
     auto operand = [&](int o) {
       int mi = member_index(o);
+      if (mi >= 0 && splat[mi]) return Loop::Operand{Loop::Src::kScalar, input_index(nodes[o].operands[0])};
       if (mi >= 0) return Loop::Operand{Loop::Src::kMember, mi};
       bool scalar = ir::numel(nodes[o].shape) == 1;
       return Loop::Operand{scalar ? Loop::Src::kScalar : Loop::Src::kInput, input_index(o)};
@@ -493,6 +523,9 @@ void prepare_fused(const ir::Graph& g, const ir::Cluster& c, Step& s) {
       if (m.ops[0].src == Loop::Src::kScalar) m.ops[0].src = Loop::Src::kInput;
       L->red = row_reduce(n, nodes[n.operands[0]].dtype);
       L->sink = static_cast<int>(k);
+    } else if (splat[k]) {
+      m.kind = Loop::Kind::kSplat;
+      m.input = input_index(n.operands[0]);
     } else if (ir::has_trait(n.op, ir::kFusedGather)) {
       m.kind = Loop::Kind::kGather;
       m.input = input_index(n.operands[0]);
@@ -507,7 +540,11 @@ void prepare_fused(const ir::Graph& g, const ir::Cluster& c, Step& s) {
       m.step.n = &n;
       m.step.operands = n.operands;
       prepare_elementwise(g, m.step);
-      for (int o : n.operands) m.ops.push_back(operand(o));
+      for (size_t j = 0; j < n.operands.size(); ++j) {
+        int mi = member_index(n.operands[j]);
+        if (mi >= 0 && splat[mi]) m.step.range = elementwise_scalar_range(g, n, static_cast<int>(j));
+        m.ops.push_back(operand(n.operands[j]));
+      }
       TPU_CHECK(m.ops.size() <= 4, "[host fuse] too many operands");
     }
     L->members.push_back(std::move(m));

@@ -58,6 +58,10 @@ struct Step {
 // Each prepare_* fills step.fn and the kernel data for one node of `g`.
 void prepare_elementwise(const ir::Graph& g, Step& s);  // unary, binary, compare, select,
                                                         // clamp, convert
+// The range function of elementwise node n (binary add/sub/mul/div/max/min on f32/bf16/f16,
+// or select) reading operand `slot` as one element at [0] for every index; null when there
+// is none (fused loops then keep the operand's broadcast).
+RangeFn elementwise_scalar_range(const ir::Graph& g, const ir::Node& n, int slot);
 void prepare_leaf(const ir::Graph& g, Step& s);         // constant, iota
 void prepare_shape(const ir::Graph& g, Step& s);        // broadcast, transpose, slice,
                                                         // concat, reverse, reshape (copy)

@@ -282,6 +282,43 @@ TEST(HostFused, SharedBroadcastIsCopiedPerLoop) {
   expect_same(g, {random_tensor(DType::F32, s, 1), random_tensor(DType::F32, {48, 48}, 2)});
 }
 
+// Broadcasts of one element read by add/sub/mul/div/max/min (either side) or select (either
+// value) are read as scalars: no tile is filled, the loop lists no Broadcast for them, and the
+// bytes equal the unfused run's. A splat read by another op (compare, pow) stays a broadcast.
+TEST(HostFused, SplatsAreReadAsScalars) {
+  for (DType d : {DType::F32, DType::BF16, DType::F16}) {
+    Graph g;
+    Shape s = {37, 129};
+    Value x = g.param(d, s), y = x;
+    const OpCode ops[] = {OpCode::Add, OpCode::Sub, OpCode::Mul, OpCode::Div, OpCode::Max, OpCode::Min};
+    double c = 0.75;
+    for (OpCode op : ops) {
+      y = g.binary(op, y, bcast_scalar(g, c, d, s));
+      y = g.binary(op, bcast_scalar(g, c - 2.0, d, s), y);
+      c += 0.5;
+    }
+    Value p = g.compare(ir::Cmp::GT, x, bcast_scalar(g, 0.0, d, s));  // compare: stays a broadcast
+    y = g.select(p, y, bcast_scalar(g, -3.0, d, s));
+    y = g.select(p, bcast_scalar(g, 5.0, d, s), y);
+    g.set_outputs({y});
+    auto plan = make_plan(g, {true});
+    ASSERT_EQ(plan->steps.size(), 1u) << ir::dtype_name(d);
+    std::string members = fused_members(plan->steps[0]);
+    size_t first = members.find("Broadcast");
+    EXPECT_NE(first, std::string::npos) << members;                              // the compare's
+    EXPECT_EQ(members.find("Broadcast", first + 1), std::string::npos) << members;  // only
+    expect_same(g, {random_tensor(d, s, 3)});
+  }
+  {  // NaN scalars in max/min, and a splat that is also a graph output
+    Graph g;
+    Shape s = {5, 33};
+    Value x = g.param(DType::F32, s), nan = bcast_scalar(g, std::nan(""), DType::F32, s);
+    Value two = bcast_scalar(g, 2.0, DType::F32, s);
+    g.set_outputs({g.binary(OpCode::Max, x, nan), g.binary(OpCode::Min, nan, x), g.binary(OpCode::Mul, x, two), two});
+    expect_same(g, {random_tensor(DType::F32, s, 4)});
+  }
+}
+
 // DEFAULT f32 dots and convolutions round their operands through explicit converts in the
 // planned graph: each value is rounded once (w feeds two dots, t a dot and a transposed dot),
 // the rounding of t runs in the loop computing t, and the numbers equal the packed path's.
