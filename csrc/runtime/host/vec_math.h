@@ -16,7 +16,8 @@
 //   logistic   3 ulp       1 / (1 + exp(-x)) in f32 with the exp above (0 for x < -88.72,
 //                          where exp(-x) overflows: the f32 formula, as PyTorch CPU)
 //   erf        2 ulp       N. Juffa's faithfully rounded erff polynomials (two branches,
-//                          blended), 1 - exp(p(|x|)) on |x| > 0.9277
+//                          blended), 1 - exp(p(|x|)) on |x| > 0.9277 (a reduced exp for
+//                          arguments <= 0: no overflow or subnormal paths)
 //   sin, cos   3 ulp       hwy::Sin / hwy::Cos for |x| <= 39000; <cmath> sinf / cosf
 //                          per lane beyond (Highway's reduction is valid only there)
 //
