@@ -37,11 +37,40 @@ HWY_INLINE V keep_nan(V x, V y) { return hn::IfThenElse(hn::IsNaN(x), hn::Add(x,
 // f(+-0) = +-0 for the functions that are odd at 0 (Highway may lose the sign of -0).
 HWY_INLINE V keep_zero(D d, V x, V y) { return hn::IfThenElse(hn::Eq(x, hn::Zero(d)), x, y); }
 
+// exp on [kCoreLo, kCoreHi], where the result and the scale 2^n are normal floats: one
+// Cody-Waite reduction by ln 2, a degree-7 polynomial (Cephes' expf coefficients, ~1 ulp) and
+// n added to the exponent bits. ~12 vector ops; Highway's Exp (~20) also handles subnormal
+// results, and is used for lanes outside this range.
+constexpr float kCoreLo = -86.5f, kCoreHi = 88.5f;
+HWY_INLINE V exp_core(D d, V x) {
+  const hn::RebindToSigned<D> di;
+  const V n = hn::Round(hn::Mul(x, hn::Set(d, 1.44269504088896341f)));
+  V r = hn::NegMulAdd(n, hn::Set(d, 0.693359375f), x);
+  r = hn::NegMulAdd(n, hn::Set(d, -2.12194440e-4f), r);
+  V p = hn::Set(d, 1.9875691500e-4f);
+  p = hn::MulAdd(p, r, hn::Set(d, 1.3981999507e-3f));
+  p = hn::MulAdd(p, r, hn::Set(d, 8.3334519073e-3f));
+  p = hn::MulAdd(p, r, hn::Set(d, 4.1665795894e-2f));
+  p = hn::MulAdd(p, r, hn::Set(d, 1.6666665459e-1f));
+  p = hn::MulAdd(p, r, hn::Set(d, 5.0000001201e-1f));
+  p = hn::Add(hn::MulAdd(p, hn::Mul(r, r), r), hn::Set(d, 1.0f));
+  const auto e = hn::ShiftLeft<23>(hn::ConvertTo(di, n));
+  return hn::BitCast(d, hn::Add(hn::BitCast(di, p), e));
+}
+
+// Lanes in the core range by exp_core; a vector with any other lane (overflow, subnormal
+// results, +-inf, NaN) also computes Highway's Exp with the special cases and takes it for
+// those lanes only, so each lane's result depends on its own input alone.
 HWY_INLINE V exp_v(D d, V x) {
-  V y = hn::Exp(d, x);
-  y = hn::IfThenElse(hn::Gt(x, hn::Set(d, kExpOverflow)), hn::Inf(d), y);
-  y = hn::IfThenElse(hn::Lt(x, hn::Set(d, kExpUnderflow)), hn::Zero(d), y);
-  return keep_nan(x, y);
+  const auto core = hn::And(hn::Ge(x, hn::Set(d, kCoreLo)), hn::Le(x, hn::Set(d, kCoreHi)));
+  V y = exp_core(d, hn::IfThenElseZero(core, x));
+  if (HWY_UNLIKELY(!hn::AllTrue(d, core))) {
+    V z = hn::Exp(d, x);
+    z = hn::IfThenElse(hn::Gt(x, hn::Set(d, kExpOverflow)), hn::Inf(d), z);
+    z = hn::IfThenElse(hn::Lt(x, hn::Set(d, kExpUnderflow)), hn::Zero(d), z);
+    y = hn::IfThenElse(core, y, keep_nan(x, z));
+  }
+  return y;
 }
 
 HWY_INLINE V expm1_v(D d, V x) {
@@ -83,26 +112,9 @@ HWY_INLINE V logistic_v(D d, V x) {
 // Both branches are evaluated and blended. NaN stays NaN (first branch); +-inf and large
 // |x| give q = -inf, exp = 0, so +-1. Signed zero: erf(-0) = -0 (fma(p, -0, -0)).
 // exp(x) for erf's x = q(|a|) <= 0 (-inf too): inputs clamped to -86 (exp(-86) ~ 4e-38, below
-// half an ulp of 1, so 1 - exp is exactly 1 either way, and the scale 2^n stays normal), one
-// Cody-Waite reduction by ln 2, a degree-7 Taylor-like minimax polynomial (Cephes' expf
-// coefficients, ~1 ulp) and 2^n added to the exponent bits: no overflow, subnormal or NaN
-// handling (a NaN lane's erf comes from the other branch). ~12 vector ops against ~22 for exp_v.
-HWY_INLINE V exp_neg_v(D d, V x) {
-  const hn::RebindToSigned<D> di;
-  x = hn::Max(x, hn::Set(d, -86.0f));
-  const V n = hn::Round(hn::Mul(x, hn::Set(d, 1.44269504088896341f)));
-  V r = hn::NegMulAdd(n, hn::Set(d, 0.693359375f), x);
-  r = hn::NegMulAdd(n, hn::Set(d, -2.12194440e-4f), r);
-  V p = hn::Set(d, 1.9875691500e-4f);
-  p = hn::MulAdd(p, r, hn::Set(d, 1.3981999507e-3f));
-  p = hn::MulAdd(p, r, hn::Set(d, 8.3334519073e-3f));
-  p = hn::MulAdd(p, r, hn::Set(d, 4.1665795894e-2f));
-  p = hn::MulAdd(p, r, hn::Set(d, 1.6666665459e-1f));
-  p = hn::MulAdd(p, r, hn::Set(d, 5.0000001201e-1f));
-  p = hn::Add(hn::MulAdd(p, hn::Mul(r, r), r), hn::Set(d, 1.0f));
-  const auto e = hn::ShiftLeft<23>(hn::ConvertTo(di, n));
-  return hn::BitCast(d, hn::Add(hn::BitCast(di, p), e));
-}
+// half an ulp of 1, so 1 - exp is exactly 1 either way); no NaN handling (a NaN lane's erf
+// comes from the other branch).
+HWY_INLINE V exp_neg_v(D d, V x) { return exp_core(d, hn::Max(x, hn::Set(d, -86.0f))); }
 
 HWY_INLINE V erf_v(D d, V a) {
   const V t = hn::Abs(a), s = hn::Mul(a, a);
