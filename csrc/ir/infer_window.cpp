@@ -56,9 +56,12 @@ void infer_conv(const Graph& g, Node& n) {
             " with feature_group_count ", G, ", expected lhs features = rhs dim 1 * ", G);
   TPU_CHECK(r.shape[0] % G == 0, "[convolution] output features not divisible by ",
             "feature_group_count; got ", r.shape[0], " and ", G);
+  TPU_CHECK(a.ivalue == 0 || (a.ivalue == 1 && l.dtype == DType::BF16),
+            "[convolution] an f32 result (ivalue 1) needs bf16 operands; got ", dtype_name(l.dtype),
+            " operands and ivalue ", a.ivalue);
   n.shape = {l.shape[0], r.shape[0]};
   for (size_t i = 0; i < s; ++i) n.shape.push_back(window_out("convolution", a, i, l.shape[2 + i], r.shape[2 + i]));
-  n.dtype = l.dtype;
+  n.dtype = a.ivalue == 1 ? DType::F32 : l.dtype;
 }
 
 void infer_reduce_window(const Graph& g, Node& n) {

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <optional>
 
+#include "runtime/host/gemm.h"
 #include "runtime/host/kernels.h"
 #include "runtime/host/numeric.h"
 #include "runtime/host/parallel.h"
@@ -35,6 +36,7 @@ struct Geo {
   // The input as the oneDNN primitive reads it ([N, C, Xp]) and its padding.
   int64_t Xp[3], plo[3], phi[3];
   bool materialize;  // lhs dilation or negative padding: Xp holds the padded input
+  bool bf16;         // bf16 operands read as stored, f32 result (a mixed convolution)
   int64_t in_plane() const { return X[0] * X[1] * X[2]; }
   int64_t p_plane() const { return Xp[0] * Xp[1] * Xp[2]; }
   int64_t k_plane() const { return K[0] * K[1] * K[2]; }
@@ -225,11 +227,11 @@ dnnl::convolution_forward::primitive_desc make_pd(const Geo& g, Descs* p) {
     for (int64_t x : spatial(g, sp)) d.push_back(x);
     return d;
   };
-  auto f32 = memory::data_type::f32;
-  p->src = memory::desc(dims({g.N, g.C}, g.Xp), f32, kAct[g.S - 1]);
+  auto f32 = memory::data_type::f32, in = g.bf16 ? memory::data_type::bf16 : f32;
+  p->src = memory::desc(dims({g.N, g.C}, g.Xp), in, kAct[g.S - 1]);
   p->dst = memory::desc(dims({g.N, g.O}, g.Y), f32, kAct[g.S - 1]);
-  if (g.G == 1) p->wei = memory::desc(dims({g.O, g.C}, g.K), f32, kWei[g.S - 1]);
-  else p->wei = memory::desc(dims({g.G, g.O / g.G, g.C / g.G}, g.K), f32, kGWei[g.S - 1]);
+  if (g.G == 1) p->wei = memory::desc(dims({g.O, g.C}, g.K), in, kWei[g.S - 1]);
+  else p->wei = memory::desc(dims({g.G, g.O / g.G, g.C / g.G}, g.K), in, kGWei[g.S - 1]);
   memory::dims dil;
   for (int64_t d : spatial(g, g.rd)) dil.push_back(d - 1);
   // oneDNN wants pr such that (Xp + pl + pr - window) / stride + 1 == Y exactly in integers.
@@ -246,7 +248,7 @@ dnnl::convolution_forward::primitive_desc make_pd(const Geo& g, Descs* p) {
   for (int64_t i = static_cast<int64_t>(sdims.size()) - 1, st = 1; i >= 0; --i) sstrides[i] = st, st *= sdims[i];
   for (size_t i = 0; i < pr.size(); ++i)
     if (pr[i] < 0) sdims[2 + i] += pr[i], pr[i] = 0, cropped = true;
-  if (cropped) p->src = memory::desc(sdims, f32, sstrides);
+  if (cropped) p->src = memory::desc(sdims, in, sstrides);
   // Blocked layouts (oneDNN's direct jit kernels) for one group and non-negative left padding,
   // rhs dilation and materialized (lhs-dilated) inputs included: on plain layouts oneDNN picks
   // its reference kernel for those, which made a strided convolution's backward (its input
@@ -288,9 +290,9 @@ std::shared_ptr<Prim> lookup(const std::vector<int64_t>& key, const Geo& g) {
 }
 
 // blk: scratch for the blocked copies, laid out src | wei | dst as Descs::blocked_bytes says.
-void run_prim(const Prim& p, const float* x, const float* w, float* y, char* blk) {
+void run_prim(const Prim& p, const void* x, const void* w, float* y, char* blk) {
   thread_local dnnl::stream stream(engine());
-  memory mx(p.src, engine(), const_cast<float*>(x)), mw(p.wei, engine(), const_cast<float*>(w));
+  memory mx(p.src, engine(), const_cast<void*>(x)), mw(p.wei, engine(), const_cast<void*>(w));
   memory my(p.dst, engine(), y);
   memory bx = mx, bw = mw, by = my;
   char* at = blk;
@@ -323,7 +325,8 @@ void conv_kernel(const KernelArgs& a) {
   Geo g = decode(a.step.v0);
   int64_t out_n = g.N * g.O * g.out_plane();
   if (out_n == 0) return;
-  float* y = D == DType::F32 ? static_cast<float*>(a.out) : region<float>(a, kY0);
+  const bool f32_out = a.step.n->dtype == DType::F32;  // f32, or a mixed bf16 one widened
+  float* y = f32_out ? static_cast<float*>(a.out) : region<float>(a, kY0);
   if (g.C == 0 || g.k_plane() == 0) {
     std::fill(y, y + out_n, 0.0f);
   } else {
@@ -359,11 +362,31 @@ void conv_kernel(const KernelArgs& a) {
     }
   }
   if constexpr (D != DType::F32) {
+    if (f32_out) return;
     S* o = static_cast<S*>(a.out);
     parallel_for(out_n, kParallelGrain, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) o[i] = DT<D>::store(y[i]);
     });
   }
+}
+
+// A mixed convolution (host plan, DEFAULT on CPUs with a native bf16 kernel): bf16 operands
+// as stored, exact products and f32 sums on oneDNN's bf16 kernels, an f32 result. As the
+// native bf16 GEMM, those kernels read bf16 subnormals as zero.
+void conv_mixed_kernel(const KernelArgs& a) {
+  Geo g = decode(a.step.v0);
+  int64_t out_n = g.N * g.O * g.out_plane();
+  float* y = static_cast<float*>(a.out);
+  if (out_n == 0) return;
+  if (g.C == 0 || g.k_plane() == 0) {
+    std::fill(y, y + out_n, 0.0f);
+    return;
+  }
+  auto prim = lookup(a.step.v0, g);
+  char* blk = region<char>(a, kBlk);
+  std::unique_ptr<char[]> own;
+  if (prim->blocked_bytes() > a.step.i2) own.reset(new char[prim->blocked_bytes()]), blk = own.get();
+  run_prim(*prim, a.in[0], a.in[1], y, blk);
 }
 
 // f64 and integers: direct loops, f64 sums / wrapping integer sums (oneDNN has neither).
@@ -406,6 +429,9 @@ void prepare_conv(const ir::Graph& graph, Step& s) {
     dil |= g.ld[i] > 1;
   }
   g.materialize = neg || dil;
+  // A mixed convolution (bf16 operands, f32 result) on oneDNN's bf16 kernels where the CPU has
+  // them and the operands need no materializing; otherwise widened to f32 as any bf16 one.
+  g.bf16 = l.dtype == DType::BF16 && n.dtype == DType::F32 && !g.materialize && g.G == 1 && gemm_has_bf16();
   for (int i = 0; i < 3; ++i) {
     if (g.materialize) {
       g.Xp[i] = std::max<int64_t>(0, (g.X[i] - 1) * g.ld[i] + 1 + g.lo[i] + g.hi[i]);
@@ -422,7 +448,7 @@ void prepare_conv(const ir::Graph& graph, Step& s) {
     return;
   }
   bool high = l.dtype == DType::F32 && at.precision == ir::Precision::High;
-  bool direct = l.dtype == DType::F32 && at.precision == ir::Precision::Highest && !g.materialize;
+  bool direct = (l.dtype == DType::F32 && at.precision == ir::Precision::Highest && !g.materialize) || g.bf16;
   s.i0 = direct ? 0 : high ? 2 : 1;
   int64_t xn = g.N * g.C * g.p_plane(), wn = g.O * (g.G ? g.C / g.G : 0) * g.k_plane();
   int64_t yn = g.N * g.O * g.out_plane();
@@ -438,11 +464,15 @@ void prepare_conv(const ir::Graph& graph, Step& s) {
   }
   s.i2 = blk;
   int64_t sizes[kNumRegions] = {direct ? 0 : xn, high ? xn : 0, direct ? 0 : wn, high ? wn : 0,
-                                l.dtype == DType::F32 ? 0 : yn, high ? yn : 0, (blk + 3) / 4};
+                                n.dtype == DType::F32 ? 0 : yn, high ? yn : 0, (blk + 3) / 4};
   s.offsets.assign(kNumRegions, 0);
   for (int i = 0; i < kNumRegions; ++i) {
     s.offsets[i] = s.scratch_bytes;
     s.scratch_bytes += (sizes[i] * 4 + 63) / 64 * 64;
+  }
+  if (g.bf16) {
+    s.fn = &conv_mixed_kernel;
+    return;
   }
   switch (l.dtype) {
     case DType::F32: s.fn = &conv_kernel<DType::F32>; break;

@@ -131,8 +131,16 @@ bool round_operands(const ir::Graph& g, ir::Graph& out) {
     DotRows r = dot_rows(g, n);
     return gemm_small_default_takes(r.batch, r.m, r.k);
   };
+  // A convolution the blocked oneDNN kernels take as it is (one group, no lhs dilation or
+  // negative padding, which would be materialized in f32 scratch).
+  auto plain_conv = [&](const ir::Node& n) {
+    if (n.op != ir::OpCode::Convolution || n.attrs.groups != 1) return false;
+    for (size_t i = 0; i < n.attrs.lhs_dilation.size(); ++i)
+      if (n.attrs.lhs_dilation[i] != 1 || n.attrs.pad_lo[i] < 0 || n.attrs.pad_hi[i] < 0) return false;
+    return true;
+  };
   auto mixed = [&](const ir::Node& n) {
-    return native && n.op == ir::OpCode::Dot && rounds_operands(g, n, true) && !few_rows(n);
+    return native && (n.op == ir::OpCode::Dot ? !few_rows(n) : plain_conv(n)) && rounds_operands(g, n, true);
   };
   auto rewrite = [&](const ir::Node& n) { return rounds_operands(g, n, !native) && !few_rows(n); };
   bool any = false;

@@ -123,6 +123,33 @@ TEST(HostConv, F32HighIsNearlyF32) {
   EXPECT_LT(top, 1e-6);
 }
 
+// attrs.ivalue = 1: bf16 operands, f32 result (the host plan's DEFAULT form on CPUs with a
+// native bf16 kernel; widened to f32 elsewhere and for shapes the bf16 kernels do not take:
+// groups, lhs dilation, negative padding): the f32 sums of the exact products.
+TEST(HostConv, MixedBf16OperandsF32Result) {
+  for (const ConvCase& c : cases()) {
+    Graph g;
+    Value x = g.param(DType::BF16, c.x), w = g.param(DType::BF16, c.w);
+    ir::Attrs a = attrs_of(c, ir::Precision::Default);
+    a.ivalue = 1;
+    Value y = g.conv(x, w, a);
+    ASSERT_EQ(g.dtype(y), DType::F32);
+    g.set_outputs({y});
+    Tensor tx = make(DType::BF16, c.x, [](int64_t i) { return std::sin(0.37 * i + 0.1) * 2; });
+    Tensor tw = make(DType::BF16, c.w, [](int64_t i) { return std::cos(0.53 * i) * 1.5; });
+    Tensor out = run(g, {tx, tw})[0];
+    std::vector<double> want = reference(c, g.shape(y), tx, tw, ident);
+    for (int64_t i = 0; i < out.numel(); ++i)
+      ASSERT_TRUE(close(out.get(i), want[i], 1e-5, 4e-5)) << "case x" << ir::shape_str(c.x) << " at " << i
+                                                         << ": got " << out.get(i) << ", want " << want[i];
+  }
+  Graph g;  // only bf16 operands may ask for an f32 result
+  Value x = g.param(DType::F32, {1, 2, 5}), w = g.param(DType::F32, {3, 2, 2});
+  ir::Attrs a = attrs_of(cases()[0], ir::Precision::Default);
+  a.ivalue = 1;
+  EXPECT_THROW(g.conv(x, w, a), std::exception);
+}
+
 TEST(HostConv, SixteenBitFloats) {
   for (const ConvCase& c : cases()) {
     check(c, DType::BF16, ir::Precision::Default, ident, 1.0 / 64);
