@@ -30,6 +30,11 @@ struct Attrs {
   std::vector<int64_t> window;         // reduce_window window dimensions
   std::vector<int64_t> window_strides, pad_lo, pad_hi, lhs_dilation, rhs_dilation;
   int64_t groups = 1;                  // convolution feature_group_count
+  // convolution: the kernel the window multiplies is rhs with its dims 0 and 1 swapped
+  // (kernel_transposed: rhs [i, o, spatial...]; one group only) and its spatial dims reversed
+  // (kernel_reversed, StableHLO's window_reversal): an input gradient reads the forward's
+  // weight as stored instead of a transposed, flipped copy.
+  bool kernel_transposed = false, kernel_reversed = false;
   double value = 0;                    // constant (float)
   int64_t ivalue = 0;                  // constant (integer/bool); dot: 1 = bf16 operands, f32 result
   Cmp direction = Cmp::EQ;

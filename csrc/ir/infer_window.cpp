@@ -51,15 +51,17 @@ void infer_conv(const Graph& g, Node& n) {
   check_fields("convolution", a, s, true);
   int64_t G = a.groups;
   TPU_CHECK(G >= 1, "[convolution] feature_group_count must be >= 1; got ", G);
-  TPU_CHECK(l.shape[1] % G == 0 && l.shape[1] / G == r.shape[1], "[convolution] input features ",
+  TPU_CHECK(!a.kernel_transposed || G == 1, "[convolution] a transposed kernel needs feature_group_count 1; got ", G);
+  const int64_t ko = r.shape[a.kernel_transposed ? 1 : 0], ki = r.shape[a.kernel_transposed ? 0 : 1];
+  TPU_CHECK(l.shape[1] % G == 0 && l.shape[1] / G == ki, "[convolution] input features ",
             "mismatch; got lhs ", shape_str(l.shape), " and rhs ", shape_str(r.shape),
-            " with feature_group_count ", G, ", expected lhs features = rhs dim 1 * ", G);
-  TPU_CHECK(r.shape[0] % G == 0, "[convolution] output features not divisible by ",
-            "feature_group_count; got ", r.shape[0], " and ", G);
+            " with feature_group_count ", G, ", expected lhs features = the kernel's input features * ", G);
+  TPU_CHECK(ko % G == 0, "[convolution] output features not divisible by ",
+            "feature_group_count; got ", ko, " and ", G);
   TPU_CHECK(a.ivalue == 0 || (a.ivalue == 1 && l.dtype == DType::BF16),
             "[convolution] an f32 result (ivalue 1) needs bf16 operands; got ", dtype_name(l.dtype),
             " operands and ivalue ", a.ivalue);
-  n.shape = {l.shape[0], r.shape[0]};
+  n.shape = {l.shape[0], ko};
   for (size_t i = 0; i < s; ++i) n.shape.push_back(window_out("convolution", a, i, l.shape[2 + i], r.shape[2 + i]));
   n.dtype = a.ivalue == 1 ? DType::F32 : l.dtype;
 }

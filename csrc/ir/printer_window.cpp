@@ -25,7 +25,8 @@ void emit_conv(Emitter& e, int id) {
   size_t s = n.shape.size() - 2;
   std::string sp;
   for (size_t i = 0; i < s; ++i) sp += ", " + std::to_string(i);
-  std::string dn = "#stablehlo.conv<[b, f" + sp + "]x[o, i" + sp + "]->[b, f" + sp + "]>";
+  std::string dn = "#stablehlo.conv<[b, f" + sp + "]x[" + (a.kernel_transposed ? "i, o" : "o, i") + sp +
+                   "]->[b, f" + sp + "]>";
   static const char* const kPrec[] = {"DEFAULT", "HIGH", "HIGHEST"};
   std::string p = std::string("#stablehlo<precision ") + kPrec[static_cast<int>(a.precision)] + ">";
   std::string attrs = "batch_group_count = 1 : i64, dimension_numbers = " + dn +
@@ -35,10 +36,16 @@ void emit_conv(Emitter& e, int id) {
                       ", " + p + "], rhs_dilation = " + i64_array(a.rhs_dilation) +
                       ", window_strides = " + i64_array(a.window_strides);
   int l = n.operands[0], r = n.operands[1];
+  std::string kernel = e.name(r);
+  if (a.kernel_reversed) {  // a reverse of the kernel (XLA's support of window_reversal varies)
+    std::vector<int64_t> dims;
+    for (size_t i = 0; i < s; ++i) dims.push_back(2 + static_cast<int64_t>(i));
+    kernel = e.tmp(id, "reverse", {kernel}, {e.type(r)}, "dimensions = " + i64_array(dims), e.type(r));
+  }
   bool widen = n.dtype == DType::F16 || n.dtype == DType::BF16;
   std::string acc = widen ? e.fresh(id) : e.name(id);
   std::string acc_type = tensor_type(n.shape, widen ? DType::F32 : n.dtype);
-  e.line(acc, "convolution", {e.name(l), e.name(r)}, {e.type(l), e.type(r)}, attrs, acc_type);
+  e.line(acc, "convolution", {e.name(l), kernel}, {e.type(l), e.type(r)}, attrs, acc_type);
   if (widen) e.line(e.name(id), "convert", {acc}, {acc_type}, "", e.type(id));
 }
 

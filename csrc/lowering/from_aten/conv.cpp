@@ -3,7 +3,8 @@
 // convolutions (docs/decisions/convolution.md has the derivations):
 //   forward        conv(x, w; stride s, pad p, rhs dilation d, groups G)
 //   input grad     conv(gy lhs-dilated by s, w flipped with its two feature dims swapped per
-//                  group; pad d(k-1)-p low, rhs dilation d)
+//                  group; pad d(k-1)-p low, rhs dilation d); one group: w as stored, the conv's
+//                  kernel_transposed + kernel_reversed attrs say how it is read
 //   weight grad    conv(x as [Cg, G*N, X], gy as [O, N, Y]; window stride d, rhs dilation s),
 //                  transposed to [O, Cg, k]
 //   transposed     its forward is the input grad above; its input grad is the plain forward
@@ -102,6 +103,10 @@ Value conv_data_grad(Lower& L, Value gy, Value w, const ConvParams& p, const ir:
     a.rhs_dilation[i] = p.dilation[i];
     a.pad_lo[i] = p.dilation[i] * (k - 1) - p.padding[i];
     a.pad_hi[i] = X[i] - 1 - (Y - 1) * p.stride[i] + p.padding[i];
+  }
+  if (p.groups == 1) {  // the weight as stored: the kernel read transposed and reversed
+    a.kernel_transposed = a.kernel_reversed = true;
+    return L.g.conv(gy, w, a);
   }
   return L.g.conv(gy, flip_kernel(L, w, p.groups), a);
 }

@@ -310,11 +310,22 @@ void run_prim(const Prim& p, const void* x, const void* w, float* y, char* blk) 
 // Scratch regions (byte offsets in Step::offsets): packed input (two for HIGH), packed
 // weight (two), f32 result, second f32 result (HIGH).
 // blocked copies for oneDNN (Descs::blocked_bytes).
-enum { kX0, kX1, kW0, kW1, kY0, kY1, kBlk, kNumRegions };
+enum { kX0, kX1, kW0, kW1, kY0, kY1, kBlk, kWc, kNumRegions };
 
 template <class T>
 T* region(const KernelArgs& a, int r) {
   return reinterpret_cast<T*>(static_cast<char*>(a.scratch) + a.step.offsets[r]);
+}
+
+// The kernel in canonical [O, C/G, k...] layout: the operand as stored, or (kernel_transposed /
+// kernel_reversed) one strided copy of it into scratch (copies[0]; source offset i3 elements
+// of i1 bytes).
+const void* kernel_operand(const KernelArgs& a) {
+  if (a.step.copies.empty()) return a.in[1];
+  void* dst = region<char>(a, kWc);
+  run_copy(a.step.copies[0], dst, static_cast<const char*>(a.in[1]) + a.step.i3 * a.step.i1,
+           static_cast<size_t>(a.step.i1));
+  return dst;
 }
 
 // Step data: v0 = Geo, i0 = precision recipe (0 direct f32, 1 one packed pass, 2 HIGH),
@@ -337,12 +348,13 @@ void conv_kernel(const KernelArgs& a) {
     int64_t wn = g.O * (g.C / g.G) * g.k_plane();
     int recipe = static_cast<int>(a.step.i0);
     if (recipe == 0) {
-      run_prim(*prim, static_cast<const float*>(a.in[0]), static_cast<const float*>(a.in[1]), y, blk);
+      run_prim(*prim, a.in[0], kernel_operand(a), y, blk);
     } else {
       bool high = recipe == 2;
       Part px = D != DType::F32 || a.step.n->attrs.precision == ir::Precision::Highest ? Part::Value : Part::Hi;
       float *x0 = region<float>(a, kX0), *w0 = region<float>(a, kW0);
-      pack_weight_part<D>(a.in[1], w0, wn, high ? Part::HiPlusLo : px);
+      const void* wk = kernel_operand(a);
+      pack_weight_part<D>(wk, w0, wn, high ? Part::HiPlusLo : px);
       if (lhs_dilated(g) && !all_finite(w0, wn)) {
         conv_skip_holes<D>(a.in[0], w0, y, g, high ? Part::Value : px);
         high = false;
@@ -353,7 +365,7 @@ void conv_kernel(const KernelArgs& a) {
       if (high) {
         float *x1 = region<float>(a, kX1), *w1 = region<float>(a, kW1), *y1 = region<float>(a, kY1);
         pack_input_part<D>(a.in[0], x1, g, Part::Lo);
-        pack_weight_part<D>(a.in[1], w1, wn, Part::Hi);
+        pack_weight_part<D>(wk, w1, wn, Part::Hi);
         run_prim(*prim, x1, w1, y1, blk);
         parallel_for(out_n, kParallelGrain, [&](int64_t b, int64_t e) {
           for (int64_t i = b; i < e; ++i) y[i] += y1[i];
@@ -386,7 +398,7 @@ void conv_mixed_kernel(const KernelArgs& a) {
   char* blk = region<char>(a, kBlk);
   std::unique_ptr<char[]> own;
   if (prim->blocked_bytes() > a.step.i2) own.reset(new char[prim->blocked_bytes()]), blk = own.get();
-  run_prim(*prim, a.in[0], a.in[1], y, blk);
+  run_prim(*prim, a.in[0], kernel_operand(a), y, blk);
 }
 
 // f64 and integers: direct loops, f64 sums / wrapping integer sums (oneDNN has neither).
@@ -396,7 +408,7 @@ void conv_direct_kernel(const KernelArgs& a) {
   using Acc = std::conditional_t<std::is_floating_point_v<S>, double, uint64_t>;
   Geo g = decode(a.step.v0);
   const S* x = static_cast<const S*>(a.in[0]);
-  const S* w = static_cast<const S*>(a.in[1]);
+  const S* w = static_cast<const S*>(kernel_operand(a));
   S* y = static_cast<S*>(a.out);
   direct_loop<Acc>(
       g, [&](int64_t i) { return static_cast<Acc>(x[i]); }, [&](int64_t i) { return static_cast<Acc>(w[i]); },
@@ -412,7 +424,7 @@ void prepare_conv(const ir::Graph& graph, Step& s) {
   const ir::Attrs& at = n.attrs;
   Geo g{};
   g.S = static_cast<int64_t>(l.shape.size()) - 2;
-  g.N = l.shape[0], g.C = l.shape[1], g.O = r.shape[0], g.G = at.groups;
+  g.N = l.shape[0], g.C = l.shape[1], g.O = n.shape[1], g.G = at.groups;
   bool neg = false, dil = false;
   for (int i = 0; i < 3; ++i) {
     int j = i - (3 - static_cast<int>(g.S));  // spatial index, < 0 for the padding dims
@@ -441,7 +453,29 @@ void prepare_conv(const ir::Graph& graph, Step& s) {
     }
   }
   s.v0 = encode(g);
+  s.i1 = static_cast<int64_t>(ir::dtype_size(r.dtype));
+  int64_t wc_bytes = 0;
+  if (at.kernel_transposed || at.kernel_reversed) {  // the canonical kernel, copied per run
+    std::vector<int64_t> ws = contiguous_strides(r.shape), src(r.shape.size());
+    ir::Shape canon = r.shape;
+    if (at.kernel_transposed) std::swap(canon[0], canon[1]);
+    src[0] = ws[at.kernel_transposed ? 1 : 0];
+    src[1] = ws[at.kernel_transposed ? 0 : 1];
+    s.i3 = 0;
+    for (size_t d = 2; d < r.shape.size(); ++d) {
+      src[d] = at.kernel_reversed ? -ws[d] : ws[d];
+      if (at.kernel_reversed && r.shape[d] > 0) s.i3 += (r.shape[d] - 1) * ws[d];
+    }
+    std::vector<int64_t> dst = contiguous_strides(canon);
+    s.copies.push_back(make_copy_plan(canon, dst.data(), src.data()));
+    wc_bytes = ir::numel(canon) * s.i1;
+  }
   if (!ir::is_float(l.dtype) || l.dtype == DType::F64) {
+    if (wc_bytes > 0) {
+      s.offsets.assign(kNumRegions, 0);
+      s.offsets[kWc] = s.scratch_bytes;
+      s.scratch_bytes += (wc_bytes + 63) / 64 * 64;
+    }
     TPU_DISPATCH_DTYPE(l.dtype, if constexpr (D != DType::Bool && D != DType::F16 && D != DType::BF16 &&
                                               D != DType::F32) s.fn = &conv_direct_kernel<D>;)
     TPU_CHECK(s.fn != nullptr, "[host convolution] no kernel for dtype ", ir::dtype_name(l.dtype));
@@ -468,7 +502,7 @@ void prepare_conv(const ir::Graph& graph, Step& s) {
   s.offsets.assign(kNumRegions, 0);
   for (int i = 0; i < kNumRegions; ++i) {
     s.offsets[i] = s.scratch_bytes;
-    s.scratch_bytes += (sizes[i] * 4 + 63) / 64 * 64;
+    s.scratch_bytes += i == kWc ? (wc_bytes + 63) / 64 * 64 : (sizes[i] * 4 + 63) / 64 * 64;
   }
   if (g.bf16) {
     s.fn = &conv_mixed_kernel;

@@ -3,6 +3,7 @@
 // f64, bf16, f16, integers; empty shapes.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "runtime_test_util.h"
 
@@ -147,6 +148,54 @@ TEST(HostConv, MixedBf16OperandsF32Result) {
   Value x = g.param(DType::F32, {1, 2, 5}), w = g.param(DType::F32, {3, 2, 2});
   ir::Attrs a = attrs_of(cases()[0], ir::Precision::Default);
   a.ivalue = 1;
+  EXPECT_THROW(g.conv(x, w, a), std::exception);
+}
+
+// kernel_transposed / kernel_reversed: the conv reads rhs [i, o, k...] swapped and spatially
+// flipped; it equals the plain conv of that kernel materialized, bit for bit, in every dtype
+// path (f32 at each precision, the mixed bf16 one, f64 and integers by direct loops).
+TEST(HostConv, TransposedReversedKernel) {
+  for (const ConvCase& c : cases()) {
+    if (c.groups != 1) continue;
+    for (DType d : {DType::F32, DType::F64, DType::I32, DType::BF16})
+      for (ir::Precision p : {ir::Precision::Default, ir::Precision::High, ir::Precision::Highest})
+        for (int mode = 1; mode < 4; ++mode) {
+          bool tr = mode & 1, rev = mode & 2;
+          Shape ws = c.w;
+          if (tr) std::swap(ws[0], ws[1]);
+          Graph g;
+          Value x = g.param(d, c.x), w = g.param(d, ws);
+          // The canonical kernel by IR ops, and the same conv reading w through the attrs.
+          Value k = tr ? g.transpose(w, [&] {
+            std::vector<int64_t> perm = {1, 0};
+            for (size_t i = 2; i < ws.size(); ++i) perm.push_back(static_cast<int64_t>(i));
+            return perm;
+          }()) : w;
+          if (rev) {
+            ir::Attrs ra;
+            for (size_t i = 2; i < ws.size(); ++i) ra.dims.push_back(static_cast<int64_t>(i));
+            k = g.op(OpCode::Reverse, {k}, ra);
+          }
+          ir::Attrs a = attrs_of(c, p);
+          if (d == DType::BF16) a.ivalue = 1;  // the mixed form
+          Value y0 = g.conv(x, k, a);
+          a.kernel_transposed = tr, a.kernel_reversed = rev;
+          Value y1 = g.conv(x, w, a);
+          g.set_outputs({y0, y1});
+          Tensor tx = make(d, c.x, [](int64_t i) { return std::sin(0.37 * i + 0.1) * 2; });
+          Tensor tw = make(d, ws, [](int64_t i) { return std::cos(0.53 * i) * 1.5; });
+          auto out = run(g, {tx, tw});
+          size_t bytes = out[0].numel() * ir::dtype_size(out[0].dtype);
+          ASSERT_EQ(std::memcmp(out[0].bytes.data(), out[1].bytes.data(), bytes), 0)
+              << "case x" << ir::shape_str(c.x) << " " << ir::dtype_name(d) << " precision " << static_cast<int>(p)
+              << " transposed " << tr << " reversed " << rev;
+        }
+  }
+  Graph g;  // a transposed kernel needs one group
+  Value x = g.param(DType::F32, {1, 4, 5}), w = g.param(DType::F32, {2, 2, 3});
+  ConvCase c = cases()[1];
+  ir::Attrs a = attrs_of(c, ir::Precision::Highest);
+  a.kernel_transposed = true;
   EXPECT_THROW(g.conv(x, w, a), std::exception);
 }
 
