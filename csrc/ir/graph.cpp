@@ -52,6 +52,7 @@ bool Attrs::operator==(const Attrs& o) const {
          pad_hi == o.pad_hi && lhs_dilation == o.lhs_dilation &&
          rhs_dilation == o.rhs_dilation && groups == o.groups &&
          kernel_transposed == o.kernel_transposed && kernel_reversed == o.kernel_reversed &&
+         result_transposed == o.result_transposed &&
          __builtin_memcmp(&value, &o.value, sizeof value) == 0 &&
          ivalue == o.ivalue && direction == o.direction && reducer == o.reducer &&
          precision == o.precision;
@@ -69,7 +70,7 @@ uint64_t node_hash(const Node& n) {
                         &a.pad_lo, &a.pad_hi, &a.lhs_dilation, &a.rhs_dilation})
     h = mix_vec(h, *v);
   h = mix(h, static_cast<uint64_t>(a.groups));
-  h = mix(h, (a.kernel_transposed ? 1u : 0u) | (a.kernel_reversed ? 2u : 0u));
+  h = mix(h, (a.kernel_transposed ? 1u : 0u) | (a.kernel_reversed ? 2u : 0u) | (a.result_transposed ? 4u : 0u));
   uint64_t bits;
   static_assert(sizeof(bits) == sizeof(a.value));
   __builtin_memcpy(&bits, &a.value, sizeof bits);

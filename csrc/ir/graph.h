@@ -35,6 +35,9 @@ struct Attrs {
   // (kernel_reversed, StableHLO's window_reversal): an input gradient reads the forward's
   // weight as stored instead of a transposed, flipped copy.
   bool kernel_transposed = false, kernel_reversed = false;
+  // convolution: the result is [features, batch, spatial...] (StableHLO output dimension
+  // numbers [f, b, ...]): a weight gradient written in the weight's layout.
+  bool result_transposed = false;
   double value = 0;                    // constant (float)
   int64_t ivalue = 0;                  // constant (integer/bool); dot: 1 = bf16 operands, f32 result
   Cmp direction = Cmp::EQ;

@@ -61,7 +61,7 @@ void infer_conv(const Graph& g, Node& n) {
   TPU_CHECK(a.ivalue == 0 || (a.ivalue == 1 && l.dtype == DType::BF16),
             "[convolution] an f32 result (ivalue 1) needs bf16 operands; got ", dtype_name(l.dtype),
             " operands and ivalue ", a.ivalue);
-  n.shape = {l.shape[0], ko};
+  n.shape = a.result_transposed ? Shape{ko, l.shape[0]} : Shape{l.shape[0], ko};
   for (size_t i = 0; i < s; ++i) n.shape.push_back(window_out("convolution", a, i, l.shape[2 + i], r.shape[2 + i]));
   n.dtype = a.ivalue == 1 ? DType::F32 : l.dtype;
 }

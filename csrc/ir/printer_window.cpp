@@ -26,7 +26,7 @@ void emit_conv(Emitter& e, int id) {
   std::string sp;
   for (size_t i = 0; i < s; ++i) sp += ", " + std::to_string(i);
   std::string dn = "#stablehlo.conv<[b, f" + sp + "]x[" + (a.kernel_transposed ? "i, o" : "o, i") + sp +
-                   "]->[b, f" + sp + "]>";
+                   "]->[" + (a.result_transposed ? "f, b" : "b, f") + sp + "]>";
   static const char* const kPrec[] = {"DEFAULT", "HIGH", "HIGHEST"};
   std::string p = std::string("#stablehlo<precision ") + kPrec[static_cast<int>(a.precision)] + ">";
   std::string attrs = "batch_group_count = 1 : i64, dimension_numbers = " + dn +

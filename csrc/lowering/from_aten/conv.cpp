@@ -6,7 +6,8 @@
 //                  group; pad d(k-1)-p low, rhs dilation d); one group: w as stored, the conv's
 //                  kernel_transposed + kernel_reversed attrs say how it is read
 //   weight grad    conv(x as [Cg, G*N, X], gy as [O, N, Y]; window stride d, rhs dilation s),
-//                  transposed to [O, Cg, k]
+//                  transposed to [O, Cg, k]; one group: gy as stored and the result in place
+//                  (kernel_transposed, result_transposed)
 //   transposed     its forward is the input grad above; its input grad is the plain forward
 //                  with the same w; its weight grad is the weight grad with x and gy swapped.
 // f32 convolutions use the matmul precision (TPU DEFAULT: bf16 operands, f32 sums).
@@ -144,6 +145,10 @@ Value conv_weight_grad(Lower& L, Value x, Value gy, const ConvParams& p, const i
   Value lhs = L.g.reshape(L.g.transpose(L.g.reshape(x, x5), perm), lhs_shape);
   std::vector<int64_t> swap01 = iota_perm(S + 2);
   std::swap(swap01[0], swap01[1]);
+  if (G == 1) {  // gy read as the kernel [i = N, o = O, Y], the result written as [O, C, K]
+    a.kernel_transposed = a.result_transposed = true;
+    return L.g.conv(lhs, gy, a);
+  }
   Value rhs = L.g.transpose(gy, swap01);  // [O, N, Y]
   Value r = L.g.conv(lhs, rhs, a);        // [Cg, O, K]
   return L.g.transpose(r, swap01);

@@ -37,6 +37,13 @@ struct Geo {
   int64_t Xp[3], plo[3], phi[3];
   bool materialize;  // lhs dilation or negative padding: Xp holds the padded input
   bool bf16;         // bf16 operands read as stored, f32 result (a mixed convolution)
+  bool tres;         // the result stored [O, N, spatial] (attrs.result_transposed)
+  // Where canonical result element (n * O + o) * out_plane + q is stored.
+  int64_t out_at(int64_t i) const {
+    if (!tres) return i;
+    int64_t yp = Y[0] * Y[1] * Y[2], q = i % yp, no = i / yp;
+    return ((no % O) * N + no / O) * yp + q;
+  }
   int64_t in_plane() const { return X[0] * X[1] * X[2]; }
   int64_t p_plane() const { return Xp[0] * Xp[1] * Xp[2]; }
   int64_t k_plane() const { return K[0] * K[1] * K[2]; }
@@ -175,7 +182,7 @@ void conv_skip_holes(const void* src, const float* w, float* y, const Geo& g, Pa
     }
     return v;
   };
-  direct_loop<float>(g, load, [&](int64_t i) { return w[i]; }, [&](int64_t i, float acc) { y[i] = acc; });
+  direct_loop<float>(g, load, [&](int64_t i) { return w[i]; }, [&](int64_t i, float acc) { y[g.out_at(i)] = acc; });
 }
 
 bool lhs_dilated(const Geo& g) { return g.ld[0] > 1 || g.ld[1] > 1 || g.ld[2] > 1; }
@@ -230,6 +237,13 @@ dnnl::convolution_forward::primitive_desc make_pd(const Geo& g, Descs* p) {
   auto f32 = memory::data_type::f32, in = g.bf16 ? memory::data_type::bf16 : f32;
   p->src = memory::desc(dims({g.N, g.C}, g.Xp), in, kAct[g.S - 1]);
   p->dst = memory::desc(dims({g.N, g.O}, g.Y), f32, kAct[g.S - 1]);
+  if (g.tres) {  // [N, O, Y] dims stored as [O, N, Y]: oneDNN writes (or reorders into) it
+    memory::dims st(2 + g.S);
+    int64_t plane = 1;
+    for (int64_t i = g.S - 1; i >= 0; --i) st[2 + i] = plane, plane *= g.Y[3 - g.S + i];
+    st[0] = plane, st[1] = plane * g.N;
+    p->dst = memory::desc(dims({g.N, g.O}, g.Y), f32, st);
+  }
   if (g.G == 1) p->wei = memory::desc(dims({g.O, g.C}, g.K), in, kWei[g.S - 1]);
   else p->wei = memory::desc(dims({g.G, g.O / g.G, g.C / g.G}, g.K), in, kGWei[g.S - 1]);
   memory::dims dil;
@@ -412,7 +426,7 @@ void conv_direct_kernel(const KernelArgs& a) {
   S* y = static_cast<S*>(a.out);
   direct_loop<Acc>(
       g, [&](int64_t i) { return static_cast<Acc>(x[i]); }, [&](int64_t i) { return static_cast<Acc>(w[i]); },
-      [&](int64_t i, Acc acc) { y[i] = static_cast<S>(acc); });
+      [&](int64_t i, Acc acc) { y[g.out_at(i)] = static_cast<S>(acc); });
 }
 
 }  // namespace
@@ -424,14 +438,15 @@ void prepare_conv(const ir::Graph& graph, Step& s) {
   const ir::Attrs& at = n.attrs;
   Geo g{};
   g.S = static_cast<int64_t>(l.shape.size()) - 2;
-  g.N = l.shape[0], g.C = l.shape[1], g.O = n.shape[1], g.G = at.groups;
+  g.N = l.shape[0], g.C = l.shape[1], g.O = n.shape[at.result_transposed ? 0 : 1], g.G = at.groups;
+  g.tres = at.result_transposed;
   bool neg = false, dil = false;
   for (int i = 0; i < 3; ++i) {
     int j = i - (3 - static_cast<int>(g.S));  // spatial index, < 0 for the padding dims
     bool real = j >= 0;
     g.X[i] = real ? l.shape[2 + j] : 1;
     g.K[i] = real ? r.shape[2 + j] : 1;
-    g.Y[i] = real ? n.shape[2 + j] : 1;
+    g.Y[i] = real ? n.shape[2 + j] : 1;  // spatial dims: the same in either result layout
     g.str[i] = real ? at.window_strides[j] : 1;
     g.lo[i] = real ? at.pad_lo[j] : 0;
     g.hi[i] = real ? at.pad_hi[j] : 0;

@@ -151,16 +151,17 @@ TEST(HostConv, MixedBf16OperandsF32Result) {
   EXPECT_THROW(g.conv(x, w, a), std::exception);
 }
 
-// kernel_transposed / kernel_reversed: the conv reads rhs [i, o, k...] swapped and spatially
-// flipped; it equals the plain conv of that kernel materialized, bit for bit, in every dtype
-// path (f32 at each precision, the mixed bf16 one, f64 and integers by direct loops).
+// kernel_transposed / kernel_reversed / result_transposed: the conv reads rhs [i, o, k...]
+// swapped and spatially flipped, and writes [O, N, spatial]; it equals the plain conv of that
+// kernel materialized (then transposed), bit for bit, in every dtype path (f32 at each
+// precision, the mixed bf16 one, f64 and integers by direct loops).
 TEST(HostConv, TransposedReversedKernel) {
   for (const ConvCase& c : cases()) {
-    if (c.groups != 1) continue;
     for (DType d : {DType::F32, DType::F64, DType::I32, DType::BF16})
       for (ir::Precision p : {ir::Precision::Default, ir::Precision::High, ir::Precision::Highest})
-        for (int mode = 1; mode < 4; ++mode) {
-          bool tr = mode & 1, rev = mode & 2;
+        for (int mode = 1; mode < 8; ++mode) {
+          bool tr = mode & 1, rev = mode & 2, tres = mode & 4;
+          if (tr && c.groups != 1) continue;  // a transposed kernel needs one group
           Shape ws = c.w;
           if (tr) std::swap(ws[0], ws[1]);
           Graph g;
@@ -179,8 +180,14 @@ TEST(HostConv, TransposedReversedKernel) {
           ir::Attrs a = attrs_of(c, p);
           if (d == DType::BF16) a.ivalue = 1;  // the mixed form
           Value y0 = g.conv(x, k, a);
-          a.kernel_transposed = tr, a.kernel_reversed = rev;
+          if (tres) {
+            std::vector<int64_t> perm = {1, 0};
+            for (size_t i = 2; i < c.x.size(); ++i) perm.push_back(static_cast<int64_t>(i));
+            y0 = g.transpose(y0, perm);
+          }
+          a.kernel_transposed = tr, a.kernel_reversed = rev, a.result_transposed = tres;
           Value y1 = g.conv(x, w, a);
+          ASSERT_EQ(g.shape(y0), g.shape(y1));
           g.set_outputs({y0, y1});
           Tensor tx = make(d, c.x, [](int64_t i) { return std::sin(0.37 * i + 0.1) * 2; });
           Tensor tw = make(d, ws, [](int64_t i) { return std::cos(0.53 * i) * 1.5; });
