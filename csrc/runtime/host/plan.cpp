@@ -139,8 +139,8 @@ bool round_operands(const ir::Graph& g, ir::Graph& out) {
       if (n.attrs.lhs_dilation[i] != 1 || n.attrs.pad_lo[i] < 0 || n.attrs.pad_hi[i] < 0) return false;
     return true;
   };
-  auto mixed = [&](const ir::Node& n) {
-    return native && (n.op == ir::OpCode::Dot ? !few_rows(n) : plain_conv(n)) && rounds_operands(g, n, true);
+  auto mixed = [&](const ir::Node& n) {  // rounds_operands first: it rejects parameters
+    return native && rounds_operands(g, n, true) && (n.op == ir::OpCode::Dot ? !few_rows(n) : plain_conv(n));
   };
   auto rewrite = [&](const ir::Node& n) { return rounds_operands(g, n, !native) && !few_rows(n); };
   bool any = false;
