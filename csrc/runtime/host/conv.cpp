@@ -431,6 +431,14 @@ void conv_direct_kernel(const KernelArgs& a) {
 
 }  // namespace
 
+bool conv_mixed_takes(const ir::Node& n) {
+  const ir::Attrs& a = n.attrs;
+  if (n.op != ir::OpCode::Convolution || a.groups != 1 || !gemm_has_bf16()) return false;
+  for (size_t i = 0; i < a.lhs_dilation.size(); ++i)
+    if (a.lhs_dilation[i] != 1 || a.pad_lo[i] < 0 || a.pad_hi[i] < 0) return false;
+  return true;
+}
+
 void prepare_conv(const ir::Graph& graph, Step& s) {
   const ir::Node& n = *s.n;
   const ir::Node& l = graph.nodes()[n.operands[0]];
@@ -456,9 +464,9 @@ void prepare_conv(const ir::Graph& graph, Step& s) {
     dil |= g.ld[i] > 1;
   }
   g.materialize = neg || dil;
-  // A mixed convolution (bf16 operands, f32 result) on oneDNN's bf16 kernels where the CPU has
-  // them and the operands need no materializing; otherwise widened to f32 as any bf16 one.
-  g.bf16 = l.dtype == DType::BF16 && n.dtype == DType::F32 && !g.materialize && g.G == 1 && gemm_has_bf16();
+  // A mixed convolution (bf16 operands, f32 result) on oneDNN's bf16 kernels where they take
+  // it; otherwise widened to f32 as any bf16 one.
+  g.bf16 = l.dtype == DType::BF16 && n.dtype == DType::F32 && conv_mixed_takes(n);
   for (int i = 0; i < 3; ++i) {
     if (g.materialize) {
       g.Xp[i] = std::max<int64_t>(0, (g.X[i] - 1) * g.ld[i] + 1 + g.lo[i] + g.hi[i]);

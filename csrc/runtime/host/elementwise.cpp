@@ -248,7 +248,7 @@ RangeFn elementwise_scalar_range(const ir::Graph& g, const ir::Node& n, int slot
       default: return select_variant<uint64_t>(slot);
     }
   }
-  if (slot != 0 && slot != 1 || n.operands.size() != 2) return nullptr;
+  if ((slot != 0 && slot != 1) || n.operands.size() != 2) return nullptr;
   switch (g.nodes()[n.operands[0]].dtype) {
     case DType::F32: return pick_scalar_binary<DType::F32>(n.op, slot);
     case DType::BF16: return pick_scalar_binary<DType::BF16>(n.op, slot);

@@ -495,11 +495,9 @@ void prepare_fused(const ir::Graph& g, const ir::Cluster& c, Step& s) {
       if (mi >= 0 && splat[mi]) ++count;
     }
     if (count == 0) continue;
-    bool ranged = order[k] != c.sink && !ir::has_trait(n.op, ir::kFusedGather) &&
-                  ir::op_info(n.op).kind != ir::OpKind::kShape && count == 1;
-    for (size_t j = 0; j < n.operands.size(); ++j) {
+    for (size_t j = 0; j < n.operands.size(); ++j) {  // (a sink or view has no scalar form)
       int mi = member_index(n.operands[j]);
-      if (mi >= 0 && splat[mi] && !(ranged && elementwise_scalar_range(g, n, static_cast<int>(j))))
+      if (mi >= 0 && splat[mi] && !(count == 1 && elementwise_scalar_range(g, n, static_cast<int>(j))))
         reader_ok[mi] = 0;
     }
   }

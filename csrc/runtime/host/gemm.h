@@ -38,13 +38,9 @@ void gemm(const GemmShape& s, GemmType type, const void* a, const void* b, float
 enum class SmallPrecision : uint8_t { Default, High };
 bool gemm_small(const GemmShape& s, SmallPrecision p, const float* a, const float* b, float* c,
                 bool flush_subnormals);
-inline bool gemm_small_default(const GemmShape& s, const float* a, const float* b, float* c, bool flush_subnormals) {
-  return gemm_small(s, SmallPrecision::Default, a, b, c, flush_subnormals);
-}
 // Whether gemm_small takes a product of `batch` x [m, k] rows (planners use it to skip
 // packing scratch and operand rewrites for the shapes it handles).
 bool gemm_small_takes(int64_t batch, int64_t m, int64_t k);
-inline bool gemm_small_default_takes(int64_t batch, int64_t m, int64_t k) { return gemm_small_takes(batch, m, k); }
 
 // Same for f64 (OpenBLAS dgemm, one call per batch).
 void gemm_f64(const GemmShape& s, const double* a, const double* b, double* c);

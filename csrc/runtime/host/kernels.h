@@ -62,6 +62,10 @@ void prepare_elementwise(const ir::Graph& g, Step& s);  // unary, binary, compar
 // or select) reading operand `slot` as one element at [0] for every index; null when there
 // is none (fused loops then keep the operand's broadcast).
 RangeFn elementwise_scalar_range(const ir::Graph& g, const ir::Node& n, int slot);
+// Whether a convolution with bf16 operands and an f32 result (attrs.ivalue 1) runs on oneDNN's
+// bf16 kernels as it is: a native bf16 CPU, one group, no lhs dilation or negative padding
+// (those are materialized in f32 scratch). The planner makes DEFAULT convs mixed only then.
+bool conv_mixed_takes(const ir::Node& n);
 void prepare_leaf(const ir::Graph& g, Step& s);         // constant, iota
 void prepare_shape(const ir::Graph& g, Step& s);        // broadcast, transpose, slice,
                                                         // concat, reverse, reshape (copy)

@@ -125,22 +125,14 @@ DotRows dot_rows(const ir::Graph& g, const ir::Node& n) {
 // no node needs it.
 bool round_operands(const ir::Graph& g, ir::Graph& out) {
   bool native = gemm_has_bf16();
-  // Dots of few rows stay DEFAULT either way: gemm_small_default rounds them while reading.
+  // Dots of few rows stay DEFAULT either way: gemm_small rounds them while reading.
   auto few_rows = [&](const ir::Node& n) {
     if (n.op != ir::OpCode::Dot) return false;
     DotRows r = dot_rows(g, n);
-    return gemm_small_default_takes(r.batch, r.m, r.k);
-  };
-  // A convolution the blocked oneDNN kernels take as it is (one group, no lhs dilation or
-  // negative padding, which would be materialized in f32 scratch).
-  auto plain_conv = [&](const ir::Node& n) {
-    if (n.op != ir::OpCode::Convolution || n.attrs.groups != 1) return false;
-    for (size_t i = 0; i < n.attrs.lhs_dilation.size(); ++i)
-      if (n.attrs.lhs_dilation[i] != 1 || n.attrs.pad_lo[i] < 0 || n.attrs.pad_hi[i] < 0) return false;
-    return true;
+    return gemm_small_takes(r.batch, r.m, r.k);
   };
   auto mixed = [&](const ir::Node& n) {  // rounds_operands first: it rejects parameters
-    return native && rounds_operands(g, n, true) && (n.op == ir::OpCode::Dot ? !few_rows(n) : plain_conv(n));
+    return native && rounds_operands(g, n, true) && (n.op == ir::OpCode::Dot ? !few_rows(n) : conv_mixed_takes(n));
   };
   auto rewrite = [&](const ir::Node& n) { return rounds_operands(g, n, !native) && !few_rows(n); };
   bool any = false;

@@ -104,6 +104,11 @@ HWY_INLINE V logistic_v(D d, V x) {
   return hn::Div(one, hn::Add(one, exp_v(d, hn::Neg(x))));
 }
 
+// exp(x) for erf's x = q(|a|) <= 0 (-inf too): inputs clamped to -86 (exp(-86) ~ 4e-38, below
+// half an ulp of 1, so 1 - exp is exactly 1 either way); no NaN handling (a NaN lane's erf
+// comes from the other branch).
+HWY_INLINE V exp_neg_v(D d, V x) { return exp_core(d, hn::Max(x, hn::Set(d, -86.0f))); }
+
 // erf after N. Juffa, "Efficient, faithfully rounded implementation of erff"
 // (stackoverflow.com/a/35148199; the polynomial MLX and PyTorch's MPS backend use):
 //   |x| <= 0.927734375: x + x * p(x^2), degree-5 p (0.98929 ulp with fma)
@@ -111,11 +116,6 @@ HWY_INLINE V logistic_v(D d, V x) {
 //                       correctly rounded expf; ours adds at most ~0.2 ulp, as exp(q) < 0.2)
 // Both branches are evaluated and blended. NaN stays NaN (first branch); +-inf and large
 // |x| give q = -inf, exp = 0, so +-1. Signed zero: erf(-0) = -0 (fma(p, -0, -0)).
-// exp(x) for erf's x = q(|a|) <= 0 (-inf too): inputs clamped to -86 (exp(-86) ~ 4e-38, below
-// half an ulp of 1, so 1 - exp is exactly 1 either way); no NaN handling (a NaN lane's erf
-// comes from the other branch).
-HWY_INLINE V exp_neg_v(D d, V x) { return exp_core(d, hn::Max(x, hn::Set(d, -86.0f))); }
-
 HWY_INLINE V erf_v(D d, V a) {
   const V t = hn::Abs(a), s = hn::Mul(a, a);
   V r = hn::MulAdd(hn::Set(d, -1.72853470e-5f), t, hn::Set(d, 3.83197126e-4f));

@@ -236,11 +236,11 @@ TEST(HostGemv, SubnormalsFlushOnlyWhenAsked) {
 TEST(HostGemv, RejectsManyRowsAndHandlesEmpty) {
   Problem p = make_problem(1, 17, 8, 8, false, true);
   std::vector<float> c(17 * 8, 7.0f);
-  EXPECT_FALSE(gemm_small_default(p.s, p.a.data(), p.b.data(), c.data(), false));
+  EXPECT_FALSE(gemm_small(p.s, SmallPrecision::Default, p.a.data(), p.b.data(), c.data(), false));
   EXPECT_EQ(c[0], 7.0f);  // untouched
   Problem e = make_problem(2, 3, 0, 5, false, false);
   std::vector<float> z(30, 7.0f);
-  EXPECT_TRUE(gemm_small_default(e.s, nullptr, nullptr, z.data(), false));
+  EXPECT_TRUE(gemm_small(e.s, SmallPrecision::Default, nullptr, nullptr, z.data(), false));
   for (float v : z) EXPECT_EQ(v, 0.0f);
 }
 
