@@ -160,7 +160,7 @@ from torch_tpu._internal.metrics import metrics, metrics_report  # noqa: E402
 
 __all__ = [
     "EagerMode", "set_eager_mode", "get_eager_mode", "eager_mode", "cpu_fallback_mode",
-    "metrics", "metrics_report",
+    "metrics", "metrics_report", "mark_dynamic",
 ]
 
 from torch_tpu._internal import printing as _printing  # noqa: E402
@@ -185,6 +185,16 @@ _storage_resize.install()
 from torch_tpu._internal import multiprocessing as _multiprocessing  # noqa: E402
 
 _multiprocessing.install()
+
+
+def mark_dynamic(t, dim: int, min: int | None = None, max: int | None = None):
+    """Eager bounded dynamism: `t` padded along `dim` to a bucket (TORCH_TPU_BUCKETS, the next
+    power of two by default, at most `max`), its true size kept; ops on it compile once per
+    bucket, not once per size. See docs/decisions/bounded-dynamism.md. Under torch.compile use
+    torch._dynamo.mark_dynamic (or dynamic=True) with TORCH_TPU_BUCKETS instead."""
+    from torch_tpu._internal import dynamic_eager
+
+    return dynamic_eager.mark_dynamic(t, dim, min=min, max=max)
 
 
 def set_runtime(name: str) -> None:

@@ -16,6 +16,9 @@ def metrics() -> dict:
         from torch_tpu._internal import buckets
 
         m["compile"] = {**comp.stats(), "graphs": comp.graphs_report(), "bucketed": buckets.report()}
+    dyn = sys.modules.get("torch_tpu._internal.dynamic_eager")
+    if dyn is not None:  # torch_tpu.mark_dynamic used
+        m["dynamic"] = dyn.stats()
     try:
         import torch
         m["memory"] = {
