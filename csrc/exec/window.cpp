@@ -234,6 +234,15 @@ void flush(int dev) {
 // under the lock as without it.
 bool has_pending(int dev) { return window(dev).ops.load(std::memory_order_acquire) > 0; }
 
+bool window_uses(int dev, const at::Tensor& t) {
+  Window& w = window(dev);
+  std::lock_guard<std::mutex> lk(w.mu);
+  if (w.capturing) return true;
+  if (w.ops.load(std::memory_order_relaxed) == 0) return false;
+  c10::StorageImpl* k = storage_key(t);
+  return w.tracked.count(k) > 0 || w.reads.count(k) > 0;
+}
+
 WindowStats window_stats() {
   std::lock_guard<std::mutex> lk(g_stats_mu);
   return g_stats;

@@ -43,6 +43,9 @@ void defer(int dev, OpRecord& r);
 // Flushes device `dev`'s window (dev = -1: all); a no-op when it is empty.
 void flush(int dev);
 bool has_pending(int dev);
+// True when device `dev`'s pending window reads or writes t's storage, or is a capture: work
+// queued on the stream now would run before the window, out of recording order.
+bool window_uses(int dev, const at::Tensor& t);
 
 struct WindowStats {
   int64_t deferred_ops = 0, flushes = 0, skipped_outputs = 0;

@@ -345,6 +345,8 @@ def _dispatch(func, args, kwargs):
         rargs = (rargs[1], rargs[0])
     elif name == "__getitem__":
         node = _Node("call_function", operator.getitem)
+    elif name in ("matmul", "bmm"):  # Tensor.__matmul__ is Tensor.matmul
+        node = _Node("call_function", torch.matmul)
     elif name == "__neg__":
         node = _Node("call_function", operator.neg)
     elif name is not None:
@@ -458,8 +460,8 @@ def uninstall():
 def mark_dynamic(t: torch.Tensor, dim: int, min: int | None = None, max: int | None = None) -> DynamicTensor:
     """`t` with dim `dim` dynamic: padded to a bucket (TORCH_TPU_BUCKETS, the next power of two
     by default, capped at `max`), its true size kept. Mark the CPU batch before `.to("tpu")`:
-    it is padded on the host and uploaded (a tpu tensor is padded on the device, by one small
-    program per length). Other tensors marked with the same true size share the length."""
+    it is padded on the host and uploaded (a tpu tensor is copied to the host and back; one that
+    requires grad is padded by torch.cat on its device: one small program per length). Other tensors marked with the same true size share the length."""
     if isinstance(t, DynamicTensor):
         raise ValueError("[mark_dynamic] the tensor is already dynamic; got a DynamicTensor, expected a plain tensor")
     if not isinstance(t, torch.Tensor):
@@ -478,15 +480,13 @@ def mark_dynamic(t: torch.Tensor, dim: int, min: int | None = None, max: int | N
         P = builtins.min(P, max)
     sym = _sym_for(n, P)
     if P > n:
-        if t.device.type == "cpu" or not (t.requires_grad and torch.is_grad_enabled()):
+        if not (t.requires_grad and torch.is_grad_enabled()):
             shape = list(t.shape)
             shape[dim] = P
             host = torch.zeros(shape, dtype=t.dtype)
             host.narrow(dim, 0, n).copy_(t.detach().cpu())
             p = host if t.device.type == "cpu" else host.to(t.device)
-            if t.requires_grad:
-                p.requires_grad_(True)
-        else:
+        else:  # differentiable: the gradient reaches t
             extra = list(t.shape)
             extra[dim] = P - n
             p = torch.cat([t, t.new_zeros(extra)], dim=dim)

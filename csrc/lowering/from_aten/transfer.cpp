@@ -39,13 +39,20 @@ void download(const at::Tensor& t, const at::Tensor& dst) {
 // on the stream: no program, so a batch of a new shape compiles nothing (a graph reading a
 // host operand is one program per shape). Only where that write is cheap on every runtime
 // (dst is its whole storage: pjrt replaces the buffer's value) and ordered with the other
-// work (not in the fused window, which records the copy as a graph instead). False: not taken.
+// work. In the fused mode the pending window stays pending (uploads do not cut it, and a
+// window's program does not depend on which uploads happened while it was recorded) when it
+// neither reads nor writes dst: the write is queued before the window, and every later op
+// reading dst is recorded in it. A capture records the copy as a graph. False: not taken.
 bool upload(const at::Tensor& staged, const at::Tensor& dst) {
-  if (exec::mode() == exec::Mode::Fused || !dst.is_contiguous() || dst.storage_offset() != 0 ||
-      dst.nbytes() != dst.storage().nbytes() || dst.is_conj() || dst.is_neg())
+  if (!dst.is_contiguous() || dst.storage_offset() != 0 || dst.nbytes() != dst.storage().nbytes() ||
+      dst.is_conj() || dst.is_neg())
     return false;
   int dev = dst.device().index();
-  if (exec::has_pending(dev)) exec::flush(dev);  // e.g. a fused op of another thread's window
+  if (exec::mode() == exec::Mode::Fused) {
+    if (exec::window_uses(dev, dst)) return false;
+  } else if (exec::has_pending(dev)) {
+    exec::flush(dev);  // e.g. a fused op of another thread's window
+  }
   runtime::View v = exec::device_view(dst.storage(), exec::meta_of(dst, to_ir(dst.scalar_type(), "aten::copy_")), true);
   const auto* src = static_cast<const std::byte*>(staged.const_data_ptr());
   exec::enqueue(dev, "to_device", [v = std::move(v), src, keep = staged] { runtime::current().write(v, src); },
