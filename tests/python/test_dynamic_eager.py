@@ -175,6 +175,13 @@ def test_in_place_raises():
     out = torch.zeros(2, 9, device="tpu")
     out.copy_(d)  # a dynamic source into a plain tensor: its true values
     torch.testing.assert_close(out.cpu(), d.cpu())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.add(d, 1, out=out)  # a plain out= keeps its true shape
+    assert out.shape == (2, 9)
+    torch.testing.assert_close(out.cpu(), d.cpu() + 1)
+    with pytest.raises(RuntimeError, match=r"\[mark_dynamic\] in-place"):
+        torch.add(out, 1, out=d)
 
 
 def test_mark_dynamic_errors_and_buckets(monkeypatch):
@@ -201,6 +208,17 @@ def test_requires_grad_input_gets_true_gradient():
     (torch_tpu.mark_dynamic(xt, 1).softmax(1) * torch.arange(3.0, device="tpu")).sum().backward()
     assert xt.grad.shape == x.shape
     torch.testing.assert_close(xt.grad.cpu(), x.grad, atol=1e-6, rtol=1e-5)
+
+
+def test_compile_with_the_length_mode_installed():
+    """torch.compile in a thread where mark_dynamic pushed its mode: plain graphs still compile
+    and run (the mode passes calls without a length straight through)."""
+    torch_tpu.mark_dynamic(torch.randn(2, 5), 1)
+    torch._dynamo.reset()
+    f = torch.compile(lambda a: (a * 2).sum(0), backend="tpu")
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(f(x.to("tpu")).cpu(), (x * 2).sum(0))
+    torch._dynamo.reset()
 
 
 def _param_grads(m):

@@ -311,6 +311,8 @@ def _dispatch(func, args, kwargs):
         if self_dyn or isinstance(kwargs.get("out"), DynamicTensor):
             raise RuntimeError(f"[mark_dynamic] in-place {name or func} on a dynamic tensor is not supported; "
                                "use the out-of-place form")
+    if kwargs.get("out") is not None:  # a rule would resize a plain `out` to the padded shape
+        return _fallback(func, name, args, kwargs, "out= tensor")
     syms = {id(d._ctx.sym): d._ctx.sym for d in dyns}
     devices = {d._t.device for d in dyns}
     if len(syms) > 1 or len(devices) > 1:
