@@ -10,6 +10,7 @@
 //   HIGHEST  f32 as stored.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <dnnl.hpp>
 #include <map>
@@ -17,6 +18,7 @@
 #include <mutex>
 #include <optional>
 
+#include "runtime/host/dnnl_scratch.h"
 #include "runtime/host/gemm.h"
 #include "runtime/host/kernels.h"
 #include "runtime/host/numeric.h"
@@ -38,6 +40,7 @@ struct Geo {
   bool materialize;  // lhs dilation or negative padding: Xp holds the padded input
   bool bf16;         // bf16 operands read as stored, f32 result (a mixed convolution)
   bool tres;         // the result stored [O, N, spatial] (attrs.result_transposed)
+  bool gemm;         // im2col + one GEMM instead of oneDNN's convolution (gemm_conv_takes)
   // Where canonical result element (n * O + o) * out_plane + q is stored.
   int64_t out_at(int64_t i) const {
     if (!tres) return i;
@@ -217,6 +220,7 @@ struct Descs {
   }
 };
 struct Prim : Descs {
+  memory::desc scratch;  // the primitive's scratchpad (user-managed: dnnl_scratch.h)
   dnnl::convolution_forward prim;
   std::optional<dnnl::reorder> rsrc, rwei, rdst;
 };
@@ -275,23 +279,29 @@ dnnl::convolution_forward::primitive_desc make_pd(const Geo& g, Descs* p) {
   };
   dnnl::convolution_forward::primitive_desc pd(
       engine(), dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, any(p->src),
-      any(p->wei), any(p->dst), spatial(g, g.str), dil, pl, pr);
+      any(p->wei), any(p->dst), spatial(g, g.str), dil, pl, pr, user_scratchpad_attr());
   p->bsrc = pd.src_desc(), p->bwei = pd.weights_desc(), p->bdst = pd.dst_desc();
   return pd;
 }
 
 std::shared_ptr<Prim> make_prim(const Geo& g) {
   auto p = std::make_shared<Prim>();
-  p->prim = dnnl::convolution_forward(make_pd(g, p.get()));
+  auto pd = make_pd(g, p.get());
+  p->scratch = pd.scratchpad_desc();
+  p->prim = dnnl::convolution_forward(pd);
   if (p->bsrc != p->src) p->rsrc = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), p->src, engine(), p->bsrc));
   if (p->bwei != p->wei) p->rwei = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), p->wei, engine(), p->bwei));
   if (p->bdst != p->dst) p->rdst = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), p->bdst, engine(), p->dst));
   return p;
 }
 
-std::shared_ptr<Prim> lookup(const std::vector<int64_t>& key, const Geo& g) {
+// Keyed by the geometry and the executing thread's OpenMP thread count: oneDNN sizes a
+// primitive's per-thread scratch by the count of the thread that creates it, so a primitive
+// made on a narrower thread would overrun its scratchpad on a wider team.
+std::shared_ptr<Prim> lookup(std::vector<int64_t> key, const Geo& g) {
   static std::mutex mu;
   static std::map<std::vector<int64_t>, std::shared_ptr<Prim>> cache;
+  key.push_back(omp_get_max_threads());
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = cache.find(key);
@@ -314,9 +324,75 @@ void run_prim(const Prim& p, const void* x, const void* w, float* y, char* blk) 
   if (p.rsrc) bx = memory(p.bsrc, engine(), at), next(0), p.rsrc->execute(stream, mx, bx);
   if (p.rwei) bw = memory(p.bwei, engine(), at), next(1), p.rwei->execute(stream, mw, bw);
   if (p.rdst) by = memory(p.bdst, engine(), at);
-  p.prim.execute(stream, {{DNNL_ARG_SRC, bx}, {DNNL_ARG_WEIGHTS, bw}, {DNNL_ARG_DST, by}});
+  p.prim.execute(stream, {{DNNL_ARG_SRC, bx}, {DNNL_ARG_WEIGHTS, bw}, {DNNL_ARG_DST, by},
+                          {DNNL_ARG_SCRATCHPAD, thread_scratchpad(engine(), p.scratch)}});
   if (p.rdst) p.rdst->execute(stream, by, my);
   stream.wait();
+}
+
+// ---- small convolutions as one GEMM -----------------------------------------------------
+// oneDNN's direct kernels block channels and spatial positions; with few output positions per
+// image (ResNet's last stage on 64x64 images: 2x2) or few input channels (a weight gradient in
+// its [C, N, X] form has the batch as input channels) they ran at 40-130 GFLOP/s where the
+// GEMM runs at several hundred. There the convolution is im2col and one GEMM:
+//   out[o, (n, q)] = sum over (c, k) of W[o, (c, k)] * col[(n, q), (c, k)],
+// out stored [O, N, Q]: the result_transposed layout as is, else transposed into [N, O, Q].
+// Sums run in the GEMM's order (not the convolution's): f32 rounding differs, not the recipe.
+
+bool gemm_conv_takes(const Geo& g) {
+  if (g.G != 1 || g.N * g.O * g.out_plane() == 0 || g.C == 0) return false;
+  int64_t rows = g.N * g.out_plane(), cols = g.C * g.k_plane();
+  if (rows * cols > (int64_t{1} << 22)) return false;  // col: at most 16 MB
+  // Measured per ResNet-18 geometry (64x64 images, batch 8, docs/decisions/convolution.md):
+  // the GEMM wins at <= 4 output positions per image, and for weight gradients (C = the
+  // batch) whose kernel (the output gradient) has <= 16 positions; oneDNN wins elsewhere.
+  return g.out_plane() <= 4 || (g.C <= 16 && g.k_plane() <= 16);
+}
+
+// col[(n, q), (c, k)] = x[n, c, q * str + k * rd - plo] (x: [N, C, Xp]; zero outside it).
+template <class T>
+void im2col(const T* x, T* col, const Geo& g) {
+  const int64_t Q = g.out_plane(), KP = g.k_plane(), CK = g.C * KP, XP = g.p_plane();
+  parallel_for(g.N * Q, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, CK)), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      int64_t n = r / Q, q = r % Q;
+      int64_t qi[3] = {q / (g.Y[1] * g.Y[2]), (q / g.Y[2]) % g.Y[1], q % g.Y[2]};
+      T* dst = col + r * CK;
+      const T* xn = x + n * g.C * XP;
+      for (int64_t k = 0; k < KP; ++k) {
+        int64_t ki[3] = {k / (g.K[1] * g.K[2]), (k / g.K[2]) % g.K[1], k % g.K[2]};
+        int64_t off = 0;
+        bool in = true;
+        for (int d = 0; d < 3; ++d) {
+          int64_t p = qi[d] * g.str[d] + ki[d] * g.rd[d] - g.plo[d];
+          in &= p >= 0 && p < g.Xp[d];
+          off = off * g.Xp[d] + p;
+        }
+        if (in) {
+          for (int64_t c = 0; c < g.C; ++c) dst[c * KP + k] = xn[c * XP + off];
+        } else {
+          for (int64_t c = 0; c < g.C; ++c) dst[c * KP + k] = T{};
+        }
+      }
+    }
+  });
+}
+
+// y (stored [N, O, Q], or [O, N, Q] when tres) = conv(x, w); w canonical [O, C, K]. col and
+// out: scratch (out unused when tres).
+void gemm_conv(const Geo& g, const void* x, const void* w, float* y, void* col, float* out, GemmType t) {
+  const int64_t Q = g.out_plane(), NQ = g.N * Q;
+  if (t == GemmType::BF16) im2col(static_cast<const uint16_t*>(x), static_cast<uint16_t*>(col), g);
+  else im2col(static_cast<const float*>(x), static_cast<float*>(col), g);
+  float* c = g.tres ? y : out;
+  gemm(GemmShape{1, g.O, NQ, g.C * g.k_plane(), false, true}, t, w, col, c);
+  if (g.tres) return;
+  parallel_for(g.N * g.O, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(1, Q)), [&](int64_t b, int64_t e) {
+    for (int64_t no = b; no < e; ++no) {
+      int64_t n = no / g.O, o = no % g.O;
+      std::copy(out + o * NQ + n * Q, out + o * NQ + n * Q + Q, y + no * Q);
+    }
+  });
 }
 
 // ---- kernels ------------------------------------------------------------------------------
@@ -324,7 +400,8 @@ void run_prim(const Prim& p, const void* x, const void* w, float* y, char* blk) 
 // Scratch regions (byte offsets in Step::offsets): packed input (two for HIGH), packed
 // weight (two), f32 result, second f32 result (HIGH).
 // blocked copies for oneDNN (Descs::blocked_bytes).
-enum { kX0, kX1, kW0, kW1, kY0, kY1, kBlk, kWc, kNumRegions };
+// im2col and the GEMM's [O, N, Q] result for gemm_conv (kCol, kOut).
+enum { kX0, kX1, kW0, kW1, kY0, kY1, kBlk, kWc, kCol, kOut, kNumRegions };
 
 template <class T>
 T* region(const KernelArgs& a, int r) {
@@ -355,14 +432,18 @@ void conv_kernel(const KernelArgs& a) {
   if (g.C == 0 || g.k_plane() == 0) {
     std::fill(y, y + out_n, 0.0f);
   } else {
-    auto prim = lookup(a.step.v0, g);
+    std::shared_ptr<Prim> prim = g.gemm ? nullptr : lookup(a.step.v0, g);
     char* blk = region<char>(a, kBlk);
     std::unique_ptr<char[]> own;  // the executing thread's primitive picked bigger blocked copies
-    if (prim->blocked_bytes() > a.step.i2) own.reset(new char[prim->blocked_bytes()]), blk = own.get();
+    if (prim && prim->blocked_bytes() > a.step.i2) own.reset(new char[prim->blocked_bytes()]), blk = own.get();
+    auto run = [&](const void* x, const void* w, float* out) {
+      if (g.gemm) gemm_conv(g, x, w, out, region<char>(a, kCol), region<float>(a, kOut), GemmType::F32);
+      else run_prim(*prim, x, w, out, blk);
+    };
     int64_t wn = g.O * (g.C / g.G) * g.k_plane();
     int recipe = static_cast<int>(a.step.i0);
     if (recipe == 0) {
-      run_prim(*prim, a.in[0], kernel_operand(a), y, blk);
+      run(a.in[0], kernel_operand(a), y);
     } else {
       bool high = recipe == 2;
       Part px = D != DType::F32 || a.step.n->attrs.precision == ir::Precision::Highest ? Part::Value : Part::Hi;
@@ -374,13 +455,13 @@ void conv_kernel(const KernelArgs& a) {
         high = false;
       } else {
         pack_input_part<D>(a.in[0], x0, g, px);
-        run_prim(*prim, x0, w0, y, blk);
+        run(x0, w0, y);
       }
       if (high) {
         float *x1 = region<float>(a, kX1), *w1 = region<float>(a, kW1), *y1 = region<float>(a, kY1);
         pack_input_part<D>(a.in[0], x1, g, Part::Lo);
         pack_weight_part<D>(wk, w1, wn, Part::Hi);
-        run_prim(*prim, x1, w1, y1, blk);
+        run(x1, w1, y1);
         parallel_for(out_n, kParallelGrain, [&](int64_t b, int64_t e) {
           for (int64_t i = b; i < e; ++i) y[i] += y1[i];
         });
@@ -406,6 +487,10 @@ void conv_mixed_kernel(const KernelArgs& a) {
   if (out_n == 0) return;
   if (g.C == 0 || g.k_plane() == 0) {
     std::fill(y, y + out_n, 0.0f);
+    return;
+  }
+  if (g.gemm) {
+    gemm_conv(g, a.in[0], kernel_operand(a), y, region<char>(a, kCol), region<float>(a, kOut), GemmType::BF16);
     return;
   }
   auto prim = lookup(a.step.v0, g);
@@ -475,6 +560,13 @@ void prepare_conv(const ir::Graph& graph, Step& s) {
       g.Xp[i] = g.X[i], g.plo[i] = g.lo[i], g.phi[i] = g.hi[i];
     }
   }
+  static const int conv_gemm = [] {  // TORCH_TPU_CONV_GEMM=0: never, 1: always (G == 1), else auto
+    const char* v = std::getenv("TORCH_TPU_CONV_GEMM");
+    return v == nullptr || (std::strcmp(v, "0") != 0 && std::strcmp(v, "1") != 0) ? -1 : std::atoi(v);
+  }();
+  bool floating = ir::is_float(l.dtype) && l.dtype != DType::F64;
+  g.gemm = floating && conv_gemm != 0 && (conv_gemm == 1 ? g.G == 1 && g.N * g.O * g.out_plane() > 0 && g.C > 0
+                                                           : gemm_conv_takes(g));
   s.v0 = encode(g);
   s.i1 = static_cast<int64_t>(ir::dtype_size(r.dtype));
   int64_t wc_bytes = 0;
@@ -510,7 +602,7 @@ void prepare_conv(const ir::Graph& graph, Step& s) {
   int64_t xn = g.N * g.C * g.p_plane(), wn = g.O * (g.G ? g.C / g.G : 0) * g.k_plane();
   int64_t yn = g.N * g.O * g.out_plane();
   int64_t blk = 0;
-  if (g.C > 0 && g.k_plane() > 0 && yn > 0) {
+  if (g.C > 0 && g.k_plane() > 0 && yn > 0 && !g.gemm) {
     // Only descriptors here, to size the blocked copies: the primitive is made (and cached) on
     // the executing thread, since oneDNN sizes a primitive's per-thread scratch by the OpenMP
     // thread count of the thread creating it (running a compile-thread primitive on the wider
@@ -520,8 +612,10 @@ void prepare_conv(const ir::Graph& graph, Step& s) {
     blk = d.blocked_bytes();
   }
   s.i2 = blk;
+  int64_t cn = g.gemm ? g.N * g.out_plane() * g.C * g.k_plane() : 0;
   int64_t sizes[kNumRegions] = {direct ? 0 : xn, high ? xn : 0, direct ? 0 : wn, high ? wn : 0,
-                                n.dtype == DType::F32 ? 0 : yn, high ? yn : 0, (blk + 3) / 4};
+                                n.dtype == DType::F32 ? 0 : yn, high ? yn : 0, (blk + 3) / 4, 0,
+                                cn, g.gemm && !g.tres ? yn : 0};
   s.offsets.assign(kNumRegions, 0);
   for (int i = 0; i < kNumRegions; ++i) {
     s.offsets[i] = s.scratch_bytes;

@@ -4,12 +4,15 @@
 // for a single f32 GEMM when TORCH_TPU_GEMM=openblas. See docs/decisions/gemm.md.
 #include "runtime/host/gemm.h"
 
+#include "runtime/host/dnnl_scratch.h"
+
 #include <cblas.h>
 
 #include <algorithm>
 #include <cstring>
 #include <dnnl.hpp>
 #include <map>
+#include <omp.h>
 #include <memory>
 #include <mutex>
 #include <tuple>
@@ -41,17 +44,21 @@ memory::desc desc(int64_t b, int64_t rows, int64_t cols, bool trans, memory::dat
 
 struct Entry {
   dnnl::matmul prim;
-  memory::desc a, b, c;
+  memory::desc a, b, c, scratch;
 };
 
-using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool, GemmType>;
+// The last field: the creating thread's OpenMP thread count. oneDNN sizes a primitive's
+// per-thread scratch by it, so a primitive made on a thread with fewer threads would overrun
+// its scratchpad on a wider team.
+using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool, GemmType, int>;
 
 std::shared_ptr<Entry> make_entry(const GemmShape& s, GemmType t) {
   auto e = std::make_shared<Entry>();
   e->a = desc(s.batch, s.m, s.k, s.trans_a, dnnl_type(t));
   e->b = desc(s.batch, s.k, s.n, s.trans_b, dnnl_type(t));
   e->c = desc(s.batch, s.m, s.n, false, memory::data_type::f32);
-  dnnl::matmul::primitive_desc pd(engine(), e->a, e->b, e->c);
+  dnnl::matmul::primitive_desc pd(engine(), e->a, e->b, e->c, user_scratchpad_attr());
+  e->scratch = pd.scratchpad_desc();
   e->prim = dnnl::matmul(pd);
   return e;
 }
@@ -59,7 +66,7 @@ std::shared_ptr<Entry> make_entry(const GemmShape& s, GemmType t) {
 std::shared_ptr<Entry> lookup(const GemmShape& s, GemmType t) {
   static std::mutex mu;
   static std::map<Key, std::shared_ptr<Entry>> cache;
-  Key key{s.batch, s.m, s.n, s.k, s.trans_a, s.trans_b, t};
+  Key key{s.batch, s.m, s.n, s.k, s.trans_a, s.trans_b, t, omp_get_max_threads()};
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = cache.find(key);
@@ -143,7 +150,8 @@ void gemm(const GemmShape& s, GemmType t, const void* a, const void* b, float* c
   thread_local dnnl::stream stream(engine());
   memory ma(e->a, engine(), const_cast<void*>(a)), mb(e->b, engine(), const_cast<void*>(b));
   memory mc(e->c, engine(), c);
-  e->prim.execute(stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+  e->prim.execute(stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc},
+                           {DNNL_ARG_SCRATCHPAD, thread_scratchpad(engine(), e->scratch)}});
   stream.wait();
 }
 
