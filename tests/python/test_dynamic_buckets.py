@@ -95,6 +95,10 @@ def _check(fn, shapes_at, lengths, *, int_inputs=(), grad=True, atol=1e-5):
     ("shifted", lambda x: (x[:, 1:] - x[:, :-1]).sum(1)),
     ("matmul_over_seq", lambda x: x.transpose(1, 2) @ x),
     ("size_scalar", lambda x: x.sum(1) / x.shape[1]),
+    ("arange_offset", lambda x: (x * torch.arange(2, 2 + x.shape[1], device=x.device)[None, :, None]).sum(1)),
+    ("unsqueeze_expand_cat", lambda x: torch.cat(
+        [x.unsqueeze(2).expand(-1, -1, 2, -1).reshape(x.shape[0], x.shape[1], -1), x.unsqueeze(0).squeeze(0)], -1).sum(1)),
+    ("pad_end", lambda x: F.pad(x, (0, 0, 0, 2), value=3.0)[:, 1:].sum(1)),
 ])
 def test_masked_reductions(name, fn):
     rep = _check(fn, lambda T: [(3, T, 5)], [9, 13, 16])

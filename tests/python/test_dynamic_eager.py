@@ -87,6 +87,10 @@ FAMILIES = [
     ("layer_norm_rows", lambda x: F.layer_norm(x, (5,)).sum(1)),
     ("linear_gelu", lambda x: F.gelu(F.linear(x, torch.ones(4, 5, device=x.device) * 0.1)).mean(1)),
     ("arange_positions", lambda x: (x * torch.arange(x.shape[1], device=x.device)[None, :, None]).sum(1)),
+    ("arange_offset", lambda x: (x * torch.arange(2, 2 + x.shape[1], device=x.device)[None, :, None]).sum(1)),
+    ("unsqueeze_expand_cat", lambda x: torch.cat(
+        [x.unsqueeze(2).expand(-1, -1, 2, -1).reshape(x.shape[0], x.shape[1], -1), x.unsqueeze(0).squeeze(0)], -1).sum(1)),
+    ("pad_end", lambda x: F.pad(x, (0, 0, 0, 2), value=3.0)[:, 1:].sum(1)),
 ]
 
 
@@ -219,6 +223,41 @@ def test_compile_with_the_length_mode_installed():
     x = torch.randn(3, 4)
     torch.testing.assert_close(f(x.to("tpu")).cpu(), (x * 2).sum(0))
     torch._dynamo.reset()
+
+
+def test_hf_llama_trains_over_lengths_in_fused_mode():
+    """A Hugging Face Llama (tiny config) with its own loss: rotary positions from
+    arange(past, past + T), the KV cache's cat, the loss's F.pad of the labels, GQA SDPA all run
+    padded (no fallback); loss, logits and every gradient equal CPU; one bucket, one program set."""
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    torch.manual_seed(0)
+    ref = transformers.AutoModelForCausalLM.from_config(cfg)
+    m = copy.deepcopy(ref).to("tpu")
+    fallbacks0 = dict(torch_tpu.metrics().get("dynamic", {}).get("fallbacks", {}))
+    misses = []
+    for T in (9, 12, 15):
+        x = torch.randint(0, 64, (2, T))
+        ref.zero_grad(set_to_none=True)
+        m.zero_grad(set_to_none=True)
+        out_r = ref(input_ids=x, labels=x)
+        out_r.loss.backward()
+        with torch_tpu.eager_mode(FUSED), torch_tpu.precision(HIGHEST):
+            xd = torch_tpu.mark_dynamic(x, 1).to("tpu")
+            m0 = _misses()
+            out = m(input_ids=xd, labels=xd)
+            out.loss.backward()
+            lv = out.loss.item()
+        misses.append(_misses() - m0)
+        assert lv == pytest.approx(out_r.loss.item(), abs=2e-6, rel=1e-5)
+        torch.testing.assert_close(out.logits.cpu(), out_r.logits.detach(), atol=2e-5, rtol=1e-5)
+        for (k, p), q in zip(m.named_parameters(), ref.parameters()):
+            if q.grad is not None:
+                torch.testing.assert_close(p.grad.cpu(), q.grad, atol=1e-5 * q.grad.abs().max().item() + 1e-9,
+                                           rtol=1e-4, msg=lambda s, k=k, T=T: f"grad of {k} at length {T}: {s}")
+    assert misses[0] > 0 and misses[1:] == [0, 0], misses
+    assert torch_tpu.metrics()["dynamic"]["fallbacks"] == fallbacks0
 
 
 def _param_grads(m):

@@ -428,6 +428,88 @@ def _getitem_tensor(ctx, x: PT, idx):
     return PT(r, pads) if pads else r
 
 
+def _unsqueeze(x: PT, dim):
+    nd = x.t.dim() + 1
+    d = dim % nd
+    return PT(x.t.unsqueeze(d), {(e + 1 if e >= d else e): f for e, f in x.pads.items()})
+
+
+def _squeeze(x: PT, dim=None):
+    if dim is None:
+        dims = [d for d in range(x.t.dim()) if x.t.shape[d] == 1 and d not in x.pads]
+    else:
+        dims = [d % x.t.dim() for d in ([dim] if isinstance(dim, int) else dim)]
+        dims = [d for d in dims if x.t.shape[d] == 1]
+    if any(d in x.pads for d in dims):
+        raise Refuse("squeeze of a padded dim")
+    r = x.t.squeeze(tuple(dims)) if dims else x.t
+    return PT(r, {e - sum(1 for d in dims if d < e): f for e, f in x.pads.items()})
+
+
+def _cat(ctx, tensors, dim=0):
+    """cat along a dim no operand pads; every operand padded alike elsewhere."""
+    # PyTorch's legacy rule: 1-d empty operands are skipped (an empty KV cache's first update).
+    ts = [t for t in tensors if not (isinstance(t, torch.Tensor) and t.dim() == 1 and t.numel() == 0)]
+    if not ts:
+        raise Refuse("cat of empty tensors only")
+    if len(ts) == 1:  # a new tensor equal to the one operand left
+        return PT(_val(ts[0]).clone(), _padded_dims(ts[0])) if isinstance(ts[0], PT) else ts[0].clone()
+    nd = _val(ts[0]).dim()
+    d = dim % nd
+    pads = _padded_dims(ts[0])
+    if d in pads or any(_padded_dims(t) != pads for t in ts):
+        raise Refuse("cat along a padded dim, or of operands padded differently")
+    return PT(torch.cat([_val(t) for t in ts], d), pads)
+
+
+def _expand(ctx, x: PT, sizes):
+    """expand: a padded dim keeps its size (-1, or the Lin it is); new dims are unpadded."""
+    sizes = list(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else list(sizes)
+    off = len(sizes) - x.t.dim()
+    phys = []
+    for i, v in enumerate(sizes):
+        d = i - off
+        f = x.pads.get(d) if d >= 0 else None
+        if f is not None:
+            if not (v == -1 or (isinstance(v, Lin) and len(f) == 1 and f[0][1] == v)):
+                raise Refuse("expand of a padded dim to another size")
+            phys.append(-1)
+        elif isinstance(v, Lin):
+            raise Refuse("expand of an unpadded dim to a symbolic size")
+        else:
+            phys.append(v)
+    return PT(x.t.expand(phys), {d + off: f for d, f in x.pads.items()})
+
+
+def _pad(ctx, x: PT, pad, mode="constant", value=None):
+    """F.pad: a padded dim may grow at its end (x[..., T:T+k] = value: written at the true end,
+    not after the bucket's padding); unpadded dims as PyTorch does."""
+    nd = x.t.dim()
+    if len(pad) % 2 or len(pad) // 2 > nd:
+        raise Refuse("pad with an odd or too long pad list")
+    grow = {}
+    for i in range(len(pad) // 2):
+        d = nd - 1 - i
+        lo, hi = pad[2 * i], pad[2 * i + 1]
+        if d in x.pads and (lo, hi) != (0, 0):
+            f = x.pads[d]
+            if mode != "constant" or lo != 0 or hi < 0 or len(f) != 1:
+                raise Refuse("pad of a padded dim other than a constant at its end")
+            grow[d] = hi
+    r = F.pad(x.t, tuple(pad), mode=mode, value=value) if mode == "constant" else F.pad(x.t, tuple(pad), mode=mode)
+    pads = dict(x.pads)
+    fill = torch.full((), 0 if value is None else value, dtype=r.dtype, device=r.device)
+    for d, k in grow.items():
+        size, lin = x.pads[d][0]
+        end = ctx.lin_value(lin)
+        shape = [1] * nd
+        shape[d] = -1
+        idx = torch.arange(size + k, device=r.device).view(shape)
+        r = torch.where((idx >= end) & (idx < end + k), fill, r)
+        pads[d] = ((size + k, Lin(lin.a, lin.c + k)),)
+    return PT(r, pads)
+
+
 def _split(x: PT, size, dim=0):
     d = dim % x.t.dim()
     if d in x.pads:
@@ -473,7 +555,11 @@ def _linear(x, w, b=None):
 def _arange(ctx, *args, **kwargs):
     if not any(isinstance(a, Lin) for a in args):
         return torch.arange(*args, **kwargs)
-    if len(args) != 1:
+    if len(args) == 2 and isinstance(args[0], int) and isinstance(args[1], Lin):  # arange(k, k + s)
+        start = args[0]
+        r = _arange(ctx, Lin(args[1].a, args[1].c - start), **kwargs)
+        return PT(r.t + start, r.pads)
+    if len(args) != 1 or not isinstance(args[0], Lin):
         raise Refuse("arange with a symbolic start or step")
     lin = args[0]
     size = lin.at(ctx.B)
@@ -612,6 +698,12 @@ class PadInterpreter:
                 return _permute(x, perm)
             if tgt == "split":
                 return _split(x, *args[1:], **kwargs)
+            if tgt == "unsqueeze":
+                return _unsqueeze(x, *args[1:], **kwargs)
+            if tgt == "squeeze":
+                return _squeeze(x, *args[1:], **kwargs)
+            if tgt == "expand":
+                return _expand(ctx, x, args[1:])
             if tgt == "size":
                 return _size(x, *args[1:], **kwargs)
             if tgt in ("sum", "mean", "amax", "amin"):
@@ -639,6 +731,14 @@ class PadInterpreter:
             return _lin_arith(tgt, *args)
         if tgt is torch.arange:
             return _arange(ctx, *args, **kwargs)
+        if tgt in (torch.cat, torch.concat, torch.concatenate):
+            return _cat(ctx, *args, **kwargs)
+        if tgt in (F.pad, torch._C._nn.pad):
+            return _pad(ctx, *args, **kwargs)
+        if tgt is torch.unsqueeze:
+            return _unsqueeze(*args, **kwargs)
+        if tgt is torch.squeeze:
+            return _squeeze(*args, **kwargs)
         if tgt in (F.embedding,):
             return _embedding(ctx, tgt, *args, **kwargs)
         if tgt in (F.layer_norm, F.rms_norm):
