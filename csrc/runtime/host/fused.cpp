@@ -325,9 +325,18 @@ struct FusedChain {
     std::vector<int> out;                  // per result: index into the chain's results
   };
   std::vector<Part> parts;
+  // Per chain result: in memory (ext >= 0: the step's result ext, KernelArgs::outs[ext]) or,
+  // read only by later parts (localize_chain), in the thread's scratch at `off`: the tile's
+  // rows only, `unit` bytes per row.
+  struct Res {
+    int ext;
+    int64_t off, unit;
+  };
+  std::vector<Res> res;
   int64_t rows = 0, row_len = 0, rows_per_tile = 0, cost = 0;
   int max_ops = 0, max_results = 0, max_members = 0;
-  int64_t scratch = 0;  // per-thread scratch bytes (the largest part's)
+  int64_t scratch = 0;       // per-thread scratch bytes (the largest part's)
+  int64_t scratch_all = 0;   // with the tile-local results after it
 };
 
 namespace {
@@ -338,15 +347,23 @@ void chain_kernel(const KernelArgs& a) {
   int64_t grain = std::max<int64_t>(1, kParallelGrain / (C.rows_per_tile * C.row_len * C.cost));
   parallel_for(tiles, grain, [&](int64_t tb, int64_t te) {
     std::vector<const void*> ins(C.max_ops);
-    std::vector<void*> outs(C.max_results), ptr(C.max_members);
-    std::byte* scratch = thread_scratch(C.scratch);
+    std::vector<void*> outs(C.max_results), ptr(C.max_members), res(C.res.size());
+    std::byte* scratch = thread_scratch(C.scratch_all);
     for (int64_t t = tb; t < te; ++t) {
       int64_t a0 = t * C.rows_per_tile, nr = std::min(C.rows_per_tile, C.rows - a0);
+      // Loops index results by global row / element: a tile-local result's pointer is its
+      // buffer moved back by the tile's first row (integer arithmetic: it points outside).
+      for (size_t k = 0; k < C.res.size(); ++k) {
+        const FusedChain::Res& r = C.res[k];
+        res[k] = r.ext >= 0 ? a.outs[r.ext]
+                            : reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(scratch + r.off) -
+                                                      static_cast<std::uintptr_t>(a0 * r.unit));
+      }
       for (const FusedChain::Part& part : C.parts) {
         const Loop& L = *part.step.fused;
         for (size_t j = 0; j < part.in.size(); ++j)
-          ins[j] = part.in[j].first ? a.outs[part.in[j].second] : a.in[part.in[j].second];
-        for (size_t j = 0; j < part.out.size(); ++j) outs[j] = a.outs[part.out[j]];
+          ins[j] = part.in[j].first ? res[part.in[j].second] : a.in[part.in[j].second];
+        for (size_t j = 0; j < part.out.size(); ++j) outs[j] = res[part.out[j]];
         TileCtx c{L, ins.data(), outs.data(), scratch, ptr.data()};
         if (L.sink >= 0) row_tile(c, a0, nr);
         else eval_stage(c, 0, a0 * C.row_len, nr * C.row_len);
@@ -435,9 +452,34 @@ void prepare_chain(std::vector<Step> parts, Step& s) {
     part.step = std::move(st);
     C->parts.push_back(std::move(part));
   }
+  for (size_t k = 0; k < s.results.size(); ++k) C->res.push_back({static_cast<int>(k), 0, 0});
+  C->scratch_all = C->scratch;
   s.node = s.results[0];
   s.n = C->parts[0].step.n;
   s.fn = &chain_kernel;
+  s.chain = std::move(C);
+}
+
+void localize_chain(const ir::Graph& g, const std::vector<char>& read_outside, Step& s) {
+  auto C = std::make_shared<FusedChain>(*s.chain);
+  std::vector<int> ext;
+  int64_t off = (C->scratch + 63) / 64 * 64;
+  for (size_t k = 0; k < s.results.size(); ++k) {
+    int r = s.results[k];
+    const ir::Node& n = g.nodes()[r];
+    int64_t numel = ir::numel(n.shape), es = static_cast<int64_t>(ir::dtype_size(n.dtype));
+    int64_t unit = numel == C->rows * C->row_len ? C->row_len * es : numel == C->rows ? es : 0;
+    if (read_outside[r] || unit == 0) {
+      C->res[k] = {static_cast<int>(ext.size()), 0, 0};
+      ext.push_back(r);
+      continue;
+    }
+    C->res[k] = {-1, off, unit};
+    off += (C->rows_per_tile * unit + 63) / 64 * 64;
+  }
+  if (ext.empty()) return;  // a dead chain: left as it is
+  C->scratch_all = off;
+  s.results = std::move(ext);
   s.chain = std::move(C);
 }
 

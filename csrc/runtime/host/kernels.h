@@ -93,6 +93,10 @@ void prepare_fused(const ir::Graph& g, const ir::Cluster& c, Step& s);
 bool can_chain(const ir::Graph& g, const std::vector<Step>& parts, const Step& next, const std::vector<int>& root);
 // The chain step of `parts` (two or more, each accepted by can_chain in turn).
 void prepare_chain(std::vector<Step> parts, Step& s);
+// After planning: the chain's results that no other step reads and that are not graph outputs
+// (read_outside[v] == 0, by root) live in per-thread tile scratch instead of memory (softmax's
+// shifted and exponentiated rows, layer norm's centered rows); they leave s.results.
+void localize_chain(const ir::Graph& g, const std::vector<char>& read_outside, Step& s);
 // The ops of a fused step's loop in evaluation order ("Add Mul Erf | Reduce | Mul"), for
 // TORCH_TPU_HOST_PROFILE=2.
 std::string fused_members(const Step& s);

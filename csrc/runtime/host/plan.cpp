@@ -347,6 +347,22 @@ std::unique_ptr<Plan> make_plan(const ir::Graph& graph, const PlanOptions& opt) 
     flush();
   }
 
+  static const bool chain_local = std::getenv("TORCH_TPU_CHAIN_LOCAL") == nullptr ||
+                                  std::strcmp(std::getenv("TORCH_TPU_CHAIN_LOCAL"), "0") != 0;
+  if (opt.fuse && opt.chain_rows && chain_local) {  // row chains' values read only inside the chain: tile scratch
+    std::vector<char> read_outside(nv, 0);
+    for (const Step& st : p.steps)
+      for (int o : st.operands) read_outside[p.slots[o].root] = 1;
+    for (ir::Value v : p.graph.outputs()) read_outside[p.slots[v.id].root] = 1;
+    for (Step& st : p.steps) {
+      if (!st.chain) continue;
+      std::vector<int> before = st.results;
+      localize_chain(p.graph, read_outside, st);
+      for (int r : before)  // tile-local now: no arena memory (nor a release of any)
+        if (std::find(st.results.begin(), st.results.end(), r) == st.results.end()) p.slots[r].where = Where::kDead;
+    }
+  }
+
   // Liveness: last step reading each root; output roots live to the end.
   int ns = static_cast<int>(p.steps.size());
   std::vector<int> last_use(nv, -1);
