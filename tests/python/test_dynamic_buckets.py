@@ -14,6 +14,7 @@ from torch_tpu._internal import buckets
 from torch_tpu._internal import compile as tc
 
 import example_loader
+from dynamic_families import FAMILIES
 
 HIGHEST = torch_tpu.Precision.HIGHEST
 
@@ -83,23 +84,7 @@ def _check(fn, shapes_at, lengths, *, int_inputs=(), grad=True, atol=1e-5):
     return rep[-1]
 
 
-@pytest.mark.parametrize("name,fn", [
-    ("sum", lambda x: x.sum(1)),
-    ("mean", lambda x: x.mean(dim=1, keepdim=True) * 2),
-    ("mean_all", lambda x: x.mean()),
-    ("softmax", lambda x: torch.softmax(x, dim=1)),
-    ("log_softmax_feature", lambda x: F.log_softmax(x, dim=-1)),
-    ("cumsum", lambda x: x.cumsum(1)),
-    ("amax", lambda x: x.amax(1)),
-    ("merged_view_mean", lambda x: x.reshape(-1, x.shape[-1]).mean(0)),
-    ("shifted", lambda x: (x[:, 1:] - x[:, :-1]).sum(1)),
-    ("matmul_over_seq", lambda x: x.transpose(1, 2) @ x),
-    ("size_scalar", lambda x: x.sum(1) / x.shape[1]),
-    ("arange_offset", lambda x: (x * torch.arange(2, 2 + x.shape[1], device=x.device)[None, :, None]).sum(1)),
-    ("unsqueeze_expand_cat", lambda x: torch.cat(
-        [x.unsqueeze(2).expand(-1, -1, 2, -1).reshape(x.shape[0], x.shape[1], -1), x.unsqueeze(0).squeeze(0)], -1).sum(1)),
-    ("pad_end", lambda x: F.pad(x, (0, 0, 0, 2), value=3.0)[:, 1:].sum(1)),
-])
+@pytest.mark.parametrize("name,fn", FAMILIES, ids=[f[0] for f in FAMILIES])
 def test_masked_reductions(name, fn):
     rep = _check(fn, lambda T: [(3, T, 5)], [9, 13, 16])
     assert list(rep["buckets"]) == [16] and rep["buckets"][16]["variants"] == 1

@@ -13,6 +13,7 @@ import torch_tpu
 from torch_tpu._internal import dynamic_eager as de
 
 import example_loader
+from dynamic_families import FAMILIES as COMMON_FAMILIES
 
 HIGHEST = torch_tpu.Precision.HIGHEST
 FUSED = torch_tpu.EagerMode.DEFER_AND_FUSE
@@ -72,25 +73,10 @@ def _grads(fn, shapes_at, lengths, *, atol=1e-5):
             torch.testing.assert_close(a.cpu(), b, atol=atol, rtol=1e-5)
 
 
-FAMILIES = [
-    ("sum", lambda x: x.sum(1)),
-    ("mean", lambda x: x.mean(dim=1, keepdim=True) * 2),
-    ("mean_all", lambda x: x.mean()),
-    ("softmax", lambda x: torch.softmax(x, dim=1)),
-    ("log_softmax_feature", lambda x: F.log_softmax(x, dim=-1)),
-    ("cumsum", lambda x: x.cumsum(1)),
-    ("amax", lambda x: x.amax(1)),
-    ("merged_view_mean", lambda x: x.reshape(-1, x.shape[-1]).mean(0)),
-    ("shifted", lambda x: (x[:, 1:] - x[:, :-1]).sum(1)),
-    ("matmul_over_seq", lambda x: x.transpose(1, 2) @ x),
-    ("size_scalar", lambda x: x.sum(1) / x.shape[1]),
+FAMILIES = COMMON_FAMILIES + [
     ("layer_norm_rows", lambda x: F.layer_norm(x, (5,)).sum(1)),
     ("linear_gelu", lambda x: F.gelu(F.linear(x, torch.ones(4, 5, device=x.device) * 0.1)).mean(1)),
     ("arange_positions", lambda x: (x * torch.arange(x.shape[1], device=x.device)[None, :, None]).sum(1)),
-    ("arange_offset", lambda x: (x * torch.arange(2, 2 + x.shape[1], device=x.device)[None, :, None]).sum(1)),
-    ("unsqueeze_expand_cat", lambda x: torch.cat(
-        [x.unsqueeze(2).expand(-1, -1, 2, -1).reshape(x.shape[0], x.shape[1], -1), x.unsqueeze(0).squeeze(0)], -1).sum(1)),
-    ("pad_end", lambda x: F.pad(x, (0, 0, 0, 2), value=3.0)[:, 1:].sum(1)),
 ]
 
 
