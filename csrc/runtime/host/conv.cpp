@@ -339,8 +339,10 @@ void run_prim(const Prim& p, const void* x, const void* w, float* y, char* blk) 
 // out stored [O, N, Q]: the result_transposed layout as is, else transposed into [N, O, Q].
 // Sums run in the GEMM's order (not the convolution's): f32 rounding differs, not the recipe.
 
-bool gemm_conv_takes(const Geo& g) {
+// force: TORCH_TPU_CONV_GEMM=1 (every one-group convolution), else the measured rule.
+bool gemm_conv_takes(const Geo& g, bool force) {
   if (g.G != 1 || g.N * g.O * g.out_plane() == 0 || g.C == 0) return false;
+  if (force) return true;
   int64_t rows = g.N * g.out_plane(), cols = g.C * g.k_plane();
   if (rows * cols > (int64_t{1} << 22)) return false;  // col: at most 16 MB
   // Measured per ResNet-18 geometry (64x64 images, batch 8, docs/decisions/convolution.md):
@@ -565,8 +567,7 @@ void prepare_conv(const ir::Graph& graph, Step& s) {
     return v == nullptr || (std::strcmp(v, "0") != 0 && std::strcmp(v, "1") != 0) ? -1 : std::atoi(v);
   }();
   bool floating = ir::is_float(l.dtype) && l.dtype != DType::F64;
-  g.gemm = floating && conv_gemm != 0 && (conv_gemm == 1 ? g.G == 1 && g.N * g.O * g.out_plane() > 0 && g.C > 0
-                                                           : gemm_conv_takes(g));
+  g.gemm = floating && conv_gemm != 0 && gemm_conv_takes(g, conv_gemm == 1);
   s.v0 = encode(g);
   s.i1 = static_cast<int64_t>(ir::dtype_size(r.dtype));
   int64_t wc_bytes = 0;
