@@ -187,7 +187,7 @@ def main(argv=None):
     torch_tpu.set_matmul_precision("default")
     rows = []
     try:
-        print(f"threads: torch {torch.get_num_threads()}; best of {args.rounds} rounds x {args.steps} steps "
+        print(f"threads: torch {torch.get_num_threads()}, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}; best of {args.rounds} rounds x {args.steps} steps "
               f"after {args.warmup} warm-up; tpu at DEFAULT precision, CPU fp32")
         gpt, cfg, model, batches = _gpt_setup(args.batch)
         sides = {k: _make(k, lambda dev, be, fu: _GptSide(gpt, model, dev, batches, be, fu)) for k, _ in _SIDES}

@@ -15,12 +15,13 @@
 #include <omp.h>
 #include <memory>
 #include <mutex>
-#include <tuple>
+#include <vector>
 #include <type_traits>
 
 #include "base/config.h"
 #include "base/error.h"
 #include "runtime/host/numeric.h"
+#include "runtime/host/parallel.h"
 
 namespace torch_tpu::host {
 namespace {
@@ -32,14 +33,15 @@ dnnl::engine& engine() {
   return e;
 }
 
-memory::data_type dnnl_type(GemmType t) {
-  return t == GemmType::F32 ? memory::data_type::f32 : memory::data_type::bf16;
-}
+// One oneDNN call's operands: [batch, rows, cols] with explicit strides (a part of a split
+// problem reads a block of rows or columns of the whole).
+struct Mat {
+  memory::dims dims, strides;
+};
 
 // [batch, rows, cols] stored either row-major or with the last two dims swapped.
-memory::desc desc(int64_t b, int64_t rows, int64_t cols, bool trans, memory::data_type t) {
-  memory::dims strides = trans ? memory::dims{rows * cols, 1, rows} : memory::dims{rows * cols, cols, 1};
-  return memory::desc({b, rows, cols}, t, strides);
+Mat whole(int64_t b, int64_t rows, int64_t cols, bool trans) {
+  return {{b, rows, cols}, trans ? memory::dims{rows * cols, 1, rows} : memory::dims{rows * cols, cols, 1}};
 }
 
 struct Entry {
@@ -47,35 +49,111 @@ struct Entry {
   memory::desc a, b, c, scratch;
 };
 
-// The last field: the creating thread's OpenMP thread count. oneDNN sizes a primitive's
-// per-thread scratch by it, so a primitive made on a thread with fewer threads would overrun
-// its scratchpad on a wider team.
-using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, bool, bool, GemmType, int>;
+// The key: the three operands' dims and strides, the type, and the creating thread's OpenMP
+// thread count (oneDNN sizes a primitive's per-thread scratch by it, so a primitive made on a
+// thread with fewer threads would overrun its scratchpad on a wider team).
+using Key = std::vector<int64_t>;
 
-std::shared_ptr<Entry> make_entry(const GemmShape& s, GemmType t) {
+std::shared_ptr<Entry> make_entry(const Mat& a, const Mat& b, const Mat& c, GemmType t) {
   auto e = std::make_shared<Entry>();
-  e->a = desc(s.batch, s.m, s.k, s.trans_a, dnnl_type(t));
-  e->b = desc(s.batch, s.k, s.n, s.trans_b, dnnl_type(t));
-  e->c = desc(s.batch, s.m, s.n, false, memory::data_type::f32);
+  auto dt = t == GemmType::F32 ? memory::data_type::f32 : memory::data_type::bf16;
+  e->a = memory::desc(a.dims, dt, a.strides);
+  e->b = memory::desc(b.dims, dt, b.strides);
+  e->c = memory::desc(c.dims, memory::data_type::f32, c.strides);
   dnnl::matmul::primitive_desc pd(engine(), e->a, e->b, e->c, user_scratchpad_attr());
   e->scratch = pd.scratchpad_desc();
   e->prim = dnnl::matmul(pd);
   return e;
 }
 
-std::shared_ptr<Entry> lookup(const GemmShape& s, GemmType t) {
+std::shared_ptr<Entry> lookup(const Mat& a, const Mat& b, const Mat& c, GemmType t) {
   static std::mutex mu;
   static std::map<Key, std::shared_ptr<Entry>> cache;
-  Key key{s.batch, s.m, s.n, s.k, s.trans_a, s.trans_b, t, omp_get_max_threads()};
+  Key key;
+  key.reserve(20);
+  for (const Mat* m : {&a, &b, &c}) {
+    key.insert(key.end(), m->dims.begin(), m->dims.end());
+    key.insert(key.end(), m->strides.begin(), m->strides.end());
+  }
+  key.push_back(static_cast<int64_t>(t));
+  key.push_back(omp_get_max_threads());
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = cache.find(key);
     if (it != cache.end()) return it->second;
   }
-  auto e = make_entry(s, t);  // outside the lock: creation takes ~0.5 ms
+  auto e = make_entry(a, b, c, t);  // outside the lock: creation takes ~0.5 ms
   std::lock_guard<std::mutex> lock(mu);
   if (cache.size() > 4096) cache.clear();  // shapes are usually few; bound pathological use
   return cache.emplace(key, e).first->second;
+}
+
+void run_dnnl(const Mat& ma, const Mat& mb, const Mat& mc, GemmType t, const void* a, const void* b, float* c) {
+  auto e = lookup(ma, mb, mc, t);
+  thread_local dnnl::stream stream(engine());
+  memory xa(e->a, engine(), const_cast<void*>(a)), xb(e->b, engine(), const_cast<void*>(b));
+  memory xc(e->c, engine(), c);
+  e->prim.execute(stream, {{DNNL_ARG_SRC, xa}, {DNNL_ARG_WEIGHTS, xb}, {DNNL_ARG_DST, xc},
+                           {DNNL_ARG_SCRATCHPAD, thread_scratchpad(engine(), e->scratch)}});
+  stream.wait();
+}
+
+// Runs the problem as `parts` single-threaded oneDNN calls on the host pool (parallel.h), split
+// along the batch, the rows of A and C, or the columns of B and C. oneDNN's own threads are
+// OpenMP's: a team whose helper libgomp wakes with a futex per call once a PyTorch process has
+// two teams (parallel.cpp), 15-35 us (and more after idling) on a 2-vCPU VM, per GEMM.
+// Returns false when the problem is too small to split.
+constexpr int64_t kSplitGemm = int64_t{1} << 20;  // batch * m * n * k
+
+// Sets this thread's OpenMP thread count for a scope (oneDNN runs one thread per call).
+struct OmpThreads {
+  int saved;
+  explicit OmpThreads(int n) : saved(omp_get_max_threads()) { omp_set_num_threads(n); }
+  ~OmpThreads() { omp_set_num_threads(saved); }
+};
+
+bool gemm_split(const GemmShape& s, GemmType t, const void* a, const void* b, float* c) {
+  int threads = pool::in_task() ? 1 : loop_threads();
+  if (s.batch * s.m * s.n * s.k < kSplitGemm) threads = 1;
+  const int64_t es = t == GemmType::F32 ? 4 : 2;
+  const int64_t B = s.batch, M = s.m, N = s.n, K = s.k;
+  // Splits: batch when there are enough, else rows (at least 32 each), else columns.
+  enum { kWhole, kBatch, kRows, kCols } how = kWhole;
+  int64_t extent = 1;
+  if (threads > 1) {
+    if (B >= threads) how = kBatch, extent = B;
+    else if (M >= 32 * threads) how = kRows, extent = M;
+    else if (N >= 64 * threads) how = kCols, extent = N;
+  }
+  if (how == kWhole) return false;
+  const char* pa = static_cast<const char*>(a);
+  const char* pb = static_cast<const char*>(b);
+  auto part = [&](int64_t lo, int64_t hi) {
+    OmpThreads one(1);
+    int64_t cnt = hi - lo;
+    Mat ma = whole(B, M, K, s.trans_a), mb = whole(B, K, N, s.trans_b), mc = whole(B, M, N, false);
+    const char* xa = pa;
+    const char* xb = pb;
+    float* xc = c;
+    if (how == kBatch) {
+      ma.dims[0] = mb.dims[0] = mc.dims[0] = cnt;
+      xa += lo * M * K * es;
+      xb += lo * K * N * es;
+      xc += lo * M * N;
+    } else if (how == kRows) {
+      ma.dims[1] = mc.dims[1] = cnt;
+      xa += (s.trans_a ? lo : lo * K) * es;
+      xc += lo * N;
+    } else {
+      mb.dims[2] = mc.dims[2] = cnt;
+      xb += (s.trans_b ? lo * K : lo) * es;
+      xc += lo;
+    }
+    run_dnnl(ma, mb, mc, t, xa, xb, xc);
+  };
+  // One part per thread: parallel_for's chunks are [n*t/T, n*(t+1)/T) for grain n / T.
+  parallel_for(extent, (extent + threads - 1) / threads, part);
+  return true;
 }
 
 // Problems this small (an 8x8 or 16x16 matmul, a few heads of a tiny attention) cost less in
@@ -118,7 +196,7 @@ void gemm_tiny(const GemmShape& s, const T* a, const T* b, float* c) {
 bool gemm_has_bf16() {
   static const bool has = [] {
     try {
-      make_entry({1, 64, 64, 64, false, false}, GemmType::BF16);
+      make_entry(whole(1, 64, 64, false), whole(1, 64, 64, false), whole(1, 64, 64, false), GemmType::BF16);
       return true;
     } catch (const dnnl::error&) {
       return false;
@@ -146,13 +224,10 @@ void gemm(const GemmShape& s, GemmType t, const void* a, const void* b, float* c
                 static_cast<const float*>(b), ldb, 0.0f, c, s.n);
     return;
   }
-  auto e = lookup(s, t);
-  thread_local dnnl::stream stream(engine());
-  memory ma(e->a, engine(), const_cast<void*>(a)), mb(e->b, engine(), const_cast<void*>(b));
-  memory mc(e->c, engine(), c);
-  e->prim.execute(stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc},
-                           {DNNL_ARG_SCRATCHPAD, thread_scratchpad(engine(), e->scratch)}});
-  stream.wait();
+  if (gemm_split(s, t, a, b, c)) return;
+  OmpThreads one(1);  // small: one thread (an OpenMP team's wake-up costs more than it saves)
+  run_dnnl(whole(s.batch, s.m, s.k, s.trans_a), whole(s.batch, s.k, s.n, s.trans_b), whole(s.batch, s.m, s.n, false),
+           t, a, b, c);
 }
 
 void gemm_f64(const GemmShape& s, const double* a, const double* b, double* c) {

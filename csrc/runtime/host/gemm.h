@@ -1,9 +1,9 @@
 // The host GEMM: batched row-major C[b] = op(A[b]) * op(B[b]) with f32 accumulation and an
 // f32 result: oneDNN matmul (primitives cached by shape) for bf16 and f32 (OpenBLAS sgemm for
-// one f32 GEMM only with TORCH_TPU_GEMM=openblas: its spinning pthread pool fights our OpenMP
-// team, docs/decisions/gemm.md), OpenBLAS for f64. Operands are f32, or bf16 where the CPU has a native bf16
-// kernel (gemm_has_bf16()). Thread-safe; synchronous on the calling thread (the libraries
-// use all cores for large problems).
+// one f32 GEMM only with TORCH_TPU_GEMM=openblas: its spinning pthread pool fights our
+// threads, docs/decisions/gemm.md), OpenBLAS for f64. Operands are f32, or bf16 where the CPU
+// has a native bf16 kernel (gemm_has_bf16()). Thread-safe; synchronous on the calling thread.
+// Large products run as single-threaded oneDNN calls, one per host pool thread (parallel.h).
 #pragma once
 #include <cstdint>
 
