@@ -186,7 +186,7 @@ Pool* get() {
 
 bool run(int64_t n, int threads, ChunkFn fn, void* ctx) {
   Pool* p = get();
-  return p->run(n, threads, fn, ctx);
+  return p != nullptr && p->run(n, threads, fn, ctx);
 }
 
 bool in_task() { return t_in_task; }
