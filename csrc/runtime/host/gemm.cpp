@@ -113,7 +113,9 @@ struct OmpThreads {
 };
 
 bool gemm_split(const GemmShape& s, GemmType t, const void* a, const void* b, float* c) {
-  int threads = pool::in_task() ? 1 : loop_threads();
+  // All of OpenMP's threads, not loop_threads(): a GEMM is worth both cores even while the
+  // user's thread dispatches beside it (as oneDNN's own team did before the pool).
+  int threads = pool::in_task() ? 1 : omp_get_max_threads();
   if (s.batch * s.m * s.n * s.k < kSplitGemm) threads = 1;
   const int64_t es = t == GemmType::F32 ? 4 : 2;
   const int64_t B = s.batch, M = s.m, N = s.n, K = s.k;
@@ -151,8 +153,7 @@ bool gemm_split(const GemmShape& s, GemmType t, const void* a, const void* b, fl
     }
     run_dnnl(ma, mb, mc, t, xa, xb, xc);
   };
-  // One part per thread: parallel_for's chunks are [n*t/T, n*(t+1)/T) for grain n / T.
-  parallel_for(extent, (extent + threads - 1) / threads, part);
+  parallel_chunks(extent, threads, part);  // one part per thread
   return true;
 }
 

@@ -34,17 +34,12 @@ bool run(int64_t n, int threads, ChunkFn fn, void* ctx);
 bool in_task();
 }  // namespace pool
 
-// Calls f(begin, end) over [0, n) in chunks of at least `grain` iterations.
+// Calls f(begin, end) on `threads` threads (fewer if the pool has fewer), thread t taking
+// [n*t/T, n*(t+1)/T): on the pool, or an OpenMP team when another thread holds it.
 template <class F>
-void parallel_for(int64_t n, int64_t grain, F&& f) {
+void parallel_chunks(int64_t n, int threads, F&& f) {
   if (n <= 0) return;
-  if (n <= grain || pool::in_task() || omp_in_parallel()) {
-    f(int64_t{0}, n);
-    return;
-  }
-  int64_t max_chunks = (n + grain - 1) / grain;
-  int threads = static_cast<int>(std::min<int64_t>(loop_threads(), max_chunks));
-  if (threads <= 1) {
+  if (threads <= 1 || pool::in_task() || omp_in_parallel()) {
     f(int64_t{0}, n);
     return;
   }
@@ -59,6 +54,19 @@ void parallel_for(int64_t n, int64_t grain, F&& f) {
     int64_t b = n * t / nt, e = n * (t + 1) / nt;
     if (b < e) f(b, e);
   }
+}
+
+// Calls f(begin, end) over [0, n) in chunks of at least `grain` iterations, on up to
+// loop_threads() threads.
+template <class F>
+void parallel_for(int64_t n, int64_t grain, F&& f) {
+  if (n <= 0) return;
+  if (n <= grain || pool::in_task() || omp_in_parallel()) {
+    f(int64_t{0}, n);
+    return;
+  }
+  int64_t max_chunks = (n + grain - 1) / grain;
+  parallel_chunks(n, static_cast<int>(std::min<int64_t>(loop_threads(), max_chunks)), f);
 }
 
 }  // namespace torch_tpu::host
