@@ -27,6 +27,7 @@ import torch
 
 import torch_tpu
 from torch_tpu._internal import progress
+from torch_tpu.bench import settle
 from torch_tpu.bench._report import Row
 from torch_tpu.bench.gpt import setup as _gpt_setup_n
 
@@ -111,20 +112,13 @@ def _make(kind, make_side):
     }[kind]()
 
 
-# Between sides: OpenBLAS's pthread workers (PyTorch CPU's sgemm) busy-wait for ~2^28 cycles
-# (OPENBLAS_THREAD_TIMEOUT, read when the library loads) after each call, so the side timed
-# right after a CPU side shares its cores with a spinning thread for ~0.1-0.3 s: the tpu
-# compiled step measured 33-35 ms right after CPU eager, 28 ms after a pause (2 cores).
-_SETTLE_S = 0.5
-
-
 def _race(sides, warmup, steps, rounds):
     for s in sides.values():
         s.steps(warmup)
     best = {k: float("inf") for k in sides}
     for _ in progress.wrap(range(rounds), "rounds"):
         for k, s in sides.items():
-            time.sleep(_SETTLE_S)
+            settle()
             best[k] = min(best[k], s.timed(steps))
     return best
 

@@ -21,6 +21,7 @@ import torch
 
 import torch_tpu
 from torch_tpu._internal import progress
+from torch_tpu.bench import settle
 from torch_tpu.bench._report import Row
 
 _EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "gpt.py"
@@ -89,6 +90,7 @@ def main(argv=None):
         best = {k: float("inf") for k in sides}
         for _ in progress.wrap(range(args.rounds), "gpt rounds"):
             for k, s in sides.items():
+                settle()
                 best[k] = min(best[k], s.timed(args.steps))
     finally:
         torch_tpu.set_matmul_precision(prev_prec)

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 
 import torch_tpu
 from torch_tpu._internal import progress
+from torch_tpu.bench import settle
 from torch_tpu.bench._report import Row
 from torch_tpu.bench._resnet import resnet18
 
@@ -64,7 +65,7 @@ def main(argv=None):
         best = {k: float("inf") for k in sides}
         for _ in progress.wrap(range(args.rounds), "resnet rounds"):
             for k, s in sides.items():
-                time.sleep(0.5)  # OpenBLAS's workers spin ~0.1 s after the CPU side (bench/compile.py)
+                settle()
                 best[k] = min(best[k], s.timed(args.steps))
     finally:
         torch_tpu.set_matmul_precision(prev)

@@ -256,7 +256,7 @@ void run_t(const GemmShape& s, const float* a, const float* b, float* c) {
   const int64_t blocks = (N + cols - 1) / cols;
   const int64_t grain = std::max<int64_t>(1, kFmasPerThread / std::max<int64_t>(1, M * K * cols));
   const float* ab = buf.data();
-  parallel_for(B * blocks, grain, [&](int64_t u0, int64_t u1) {
+  parallel_for_all(B * blocks, grain, [&](int64_t u0, int64_t u1) {
     for (int64_t u = u0; u < u1;) {
       const int64_t bi = u / blocks, first = u % blocks;
       const int64_t last = std::min(blocks, first + (u1 - u));

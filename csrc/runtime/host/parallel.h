@@ -57,7 +57,19 @@ void parallel_chunks(int64_t n, int threads, F&& f) {
 }
 
 // Calls f(begin, end) over [0, n) in chunks of at least `grain` iterations, on up to
-// loop_threads() threads.
+// `threads` threads.
+template <class F>
+void parallel_for_on(int threads, int64_t n, int64_t grain, F&& f) {
+  if (n <= 0) return;
+  if (n <= grain || pool::in_task() || omp_in_parallel()) {
+    f(int64_t{0}, n);
+    return;
+  }
+  int64_t max_chunks = (n + grain - 1) / grain;
+  parallel_chunks(n, static_cast<int>(std::min<int64_t>(threads, max_chunks)), f);
+}
+
+// parallel_for_on(loop_threads(), ...): the loops of elementwise ops, reductions, fused tiles.
 template <class F>
 void parallel_for(int64_t n, int64_t grain, F&& f) {
   if (n <= 0) return;
@@ -65,8 +77,15 @@ void parallel_for(int64_t n, int64_t grain, F&& f) {
     f(int64_t{0}, n);
     return;
   }
-  int64_t max_chunks = (n + grain - 1) / grain;
-  parallel_chunks(n, static_cast<int>(std::min<int64_t>(loop_threads(), max_chunks)), f);
+  parallel_for_on(loop_threads(), n, grain, f);
+}
+
+// parallel_for_on(all of OpenMP's threads, ...): products (gemm_split, gemm_small), whose work
+// per call dwarfs a wait for a thread the scheduler has not run yet; with loop_threads() a
+// decode-shaped product ran on one core whenever the user thread was still dispatching.
+template <class F>
+void parallel_for_all(int64_t n, int64_t grain, F&& f) {
+  parallel_for_on(omp_get_max_threads(), n, grain, f);
 }
 
 }  // namespace torch_tpu::host
