@@ -97,28 +97,37 @@ void note_window_shapes(const ir::Graph& g, uint64_t hash) {
     h.warned = true;
     h.signatures.clear();
     std::ostringstream os;
-    os << "[fused window] the same deferred graph was compiled for " << limit + 1
-       << " different input shapes (TORCH_TPU_RECOMPILE_WARN=" << limit << "), once per shape; changing: ";
-    size_t k = 0;
-    for (const auto& [id, vals] : h.changing) {
-      if (k++ == 6) {
-        os << "; and " << h.changing.size() - 6 << " more input dims";
-        break;
-      }
-      if (k > 1) os << "; ";
-      os << "input " << id.first << " dim " << id.second << ": " << vals.size() << " values ";
-      size_t j = 0;
-      for (int64_t v : vals) {
-        if (j == kShown) {
-          os << ", ...";
+    if (h.changing.empty()) {  // same input sizes: slice bounds, constants or input ranks differ
+      os << "[fused window] the same deferred graph was compiled " << limit + 1
+         << " times (TORCH_TPU_RECOMPILE_WARN=" << limit << ") for inputs of unchanged sizes: the "
+         << "windows differ in attributes (slice bounds or indices, constants) or input ranks. Each "
+            "is a new compiled program (seconds each on a TPU): pass changing indices or scalars as "
+            "tensors, or use torch.compile(backend=\"tpu\").";
+      message = os.str();
+    } else {
+      os << "[fused window] the same deferred graph was compiled for " << limit + 1
+         << " different input shapes (TORCH_TPU_RECOMPILE_WARN=" << limit << "), once per shape; changing: ";
+      size_t k = 0;
+      for (const auto& [id, vals] : h.changing) {
+        if (k++ == 6) {
+          os << "; and " << h.changing.size() - 6 << " more input dims";
           break;
         }
-        os << (j++ ? ", " : "") << v;
+        if (k > 1) os << "; ";
+        os << "input " << id.first << " dim " << id.second << ": " << vals.size() << " values ";
+        size_t j = 0;
+        for (int64_t v : vals) {
+          if (j == kShown) {
+            os << ", ...";
+            break;
+          }
+          os << (j++ ? ", " : "") << v;
+        }
       }
+      os << ". Each is a new compiled program (seconds each on a TPU): pad these dimensions to a few "
+            "sizes, or use torch.compile(backend=\"tpu\") with TORCH_TPU_BUCKETS.";
+      message = os.str();
     }
-    os << ". Each is a new compiled program (seconds each on a TPU): pad these dimensions to a few "
-          "sizes, or use torch.compile(backend=\"tpu\") with TORCH_TPU_BUCKETS.";
-    message = os.str();
   }
   TORCH_WARN(message);
 }

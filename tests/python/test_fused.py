@@ -215,3 +215,21 @@ def test_window_recompiled_per_shape_warns_once():
     msgs = [str(w.message) for w in seen if "fused window" in str(w.message)]
     assert len(msgs) == 1, msgs
     assert "compiled for 9 different input shapes" in msgs[0] and "dim 1" in msgs[0], msgs[0]
+
+
+def test_window_recompiled_per_slice_bound_says_so():
+    # Windows that differ only in attributes (the start of a slice of an intermediate), not in
+    # input sizes: the warning says so instead of naming no changing dim.
+    import warnings
+
+    x = torch.arange(60, dtype=torch.float32).reshape(3, 20)
+    xt = x.to("tpu")
+    with torch_tpu.eager_mode(torch_tpu.EagerMode.DEFER_AND_FUSE):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            for i in range(12):
+                got = (xt.cumsum(1)[:, i:i + 5] * 3).sum().item()
+                assert got == float((x.cumsum(1)[:, i:i + 5] * 3).sum())
+    msgs = [str(w.message) for w in seen if "fused window" in str(w.message)]
+    assert len(msgs) == 1, msgs
+    assert "compiled 9 times" in msgs[0] and "unchanged sizes" in msgs[0], msgs[0]

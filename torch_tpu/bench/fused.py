@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 import torch_tpu
 from torch_tpu import EagerMode
+from torch_tpu.bench import settle
 from torch_tpu.bench._report import Row
 
 
@@ -89,7 +90,7 @@ def main(argv=None):
     print(f"{'case':<44} {'strict ms':>10} {'fused ms':>10} {'speedup':>8} {'cache hit':>10} {'cpu ms':>8} {'cpu/fused':>9}")
     rows = []
     for name, fn in cases.items():
-        time.sleep(0.5)  # the previous case's CPU run leaves OpenBLAS workers spinning (bench/compile.py)
+        settle()  # the previous case's CPU run leaves OpenBLAS workers spinning
         s, f, hit = _both(fn, args.iters)
         c = _time(cpu_cases[name], args.iters, sync=lambda: None)
         print(f"{name:<44} {s:10.2f} {f:10.2f} {s / f:8.2f} {hit:10.0%} {c:8.2f} {c / f:9.2f}")
