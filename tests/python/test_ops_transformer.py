@@ -338,7 +338,7 @@ SHAPE_ERRORS = {
     "masked_fill_float_mask": (lambda: X().masked_fill(torch.ones(4, 3, device=DEV), 0.0), "boolean"),
     "masked_fill_value_dims": (lambda: X().masked_fill(torch.ones(4, 3, device=DEV) > 0, torch.ones(2, device=DEV)),
                                "0-dimensional"),
-    "masked_fill_inplace_bcast": (lambda: X().masked_fill_(torch.ones(2, 4, 3, device=DEV) > 0, 0.0), ""),
+    "masked_fill_inplace_bcast": (lambda: X().masked_fill_(torch.ones(2, 4, 3, device=DEV) > 0, 0.0), "doesn.t match the result shape"),
     "tril_1d": (lambda: torch.ones(3, device=DEV).tril(), "at least 2 dimensions"),
     "gather_rank": (lambda: X().gather(1, I([0, 1])), "same number of dimensions"),
     "gather_size": (lambda: X().gather(1, torch.zeros(5, 1, dtype=torch.long, device=DEV)), "Size does not match"),
@@ -349,7 +349,7 @@ SHAPE_ERRORS = {
     "index_float": (lambda: X()[torch.zeros(1, device=DEV)], "tensors used as indices"),
     "index_bool_mask_shape": (lambda: X()[torch.ones(3, dtype=torch.bool, device=DEV)], "shape of the mask"),
     "topk_k": (lambda: X().topk(5, 1), "k out of range|selected index"),
-    "sdpa_shapes": (lambda: F.scaled_dot_product_attention(X()[None], torch.randn(1, 4, 5, device=DEV), X()[None]), ""),
+    "sdpa_shapes": (lambda: F.scaled_dot_product_attention(X()[None], torch.randn(1, 4, 5, device=DEV), X()[None]), "cannot be multiplied"),
     "vector_norm_int": (lambda: torch.linalg.vector_norm(I([1, 2])), "floating point"),
     "cross_entropy_target_shape": (lambda: F.cross_entropy(X(), I([0, 1])), "batch_size|match"),
 }
