@@ -186,7 +186,7 @@ def main(argv=None):
         gpt, cfg, model, batches = _gpt_setup(args.batch)
         sides = {k: _make(k, lambda dev, be, fu: _GptSide(gpt, model, dev, batches, be, fu)) for k, _ in _SIDES}
         best = _race(sides, args.warmup, args.steps, args.rounds)
-        rows += _rows(f"GPT train step (batch {args.batch})", best)
+        rows += _rows(f"GPT train step (batch {args.batch})", best, gpt=True)
         _table(f"GPT train step ({cfg.layers} layers, width {cfg.width}, ctx {cfg.ctx}, batch {args.batch}):", best,
                ("last loss", lambda k: f"{sides[k].last_loss.item():.4f}"))
         if not args.no_resnet:
@@ -208,7 +208,8 @@ def main(argv=None):
             print(f"  tpu backend: {ours['first']:.2f} s (next step {ours['second'] * 1e3:.0f} ms)")
             print(f"  Inductor CPU: {theirs['first']:.2f} s (next step {theirs['second'] * 1e3:.0f} ms)")
             print(f"  ratio ours/Inductor: {ours['first'] / theirs['first']:.2f}x")
-            rows.append(Row("compile", "GPT cold first compiled step vs Inductor", ours["first"], theirs["first"], unit="s"))
+            rows.append(Row("compile", "GPT cold first compiled step vs Inductor", ours["first"], theirs["first"], unit="s",
+                            goal=10.0, note="issue 17: <= 0.1x Inductor's"))
             print("First call in a second fresh process, on-disk caches warm:")
             print(f"  tpu backend: {ours_warm['first']:.2f} s; Inductor CPU: {theirs_warm['first']:.2f} s; "
                   f"ratio {ours_warm['first'] / theirs_warm['first']:.2f}x")
@@ -217,8 +218,12 @@ def main(argv=None):
     return rows
 
 
-def _rows(what, best):
-    """Our compiled step vs Inductor's, our fused eager step vs PyTorch CPU eager."""
-    return [Row("compile", f"{what}, torch.compile vs Inductor", best["tpu_compiled"] * 1e3, best["cpu_inductor"] * 1e3,
-                goal=1.0),
-            Row("compile", f"{what}, fused eager vs CPU eager", best["tpu_fused"] * 1e3, best["cpu_eager"] * 1e3, goal=1.0)]
+def _rows(what, best, gpt=False):
+    """Our compiled step vs the faster of Inductor and CPU eager, our fused eager step vs CPU
+    eager. The GPT rows carry issue 17's goals (compiled <= 0.6x the faster CPU side, fused
+    <= 0.8x CPU eager); the others ask only to be faster."""
+    faster = min(best["cpu_inductor"], best["cpu_eager"])
+    return [Row("compile", f"{what}, torch.compile vs faster of Inductor and CPU eager", best["tpu_compiled"] * 1e3,
+                faster * 1e3, goal=1 / 0.6 if gpt else 1.0),
+            Row("compile", f"{what}, fused eager vs CPU eager", best["tpu_fused"] * 1e3, best["cpu_eager"] * 1e3,
+                goal=1 / 0.8 if gpt else 1.0)]
