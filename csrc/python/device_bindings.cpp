@@ -1,5 +1,6 @@
 // Python bindings for device/: device count and current device, allocator statistics
 // (torch.cuda.memory_stats-style flat dict), the default generators, device synchronize.
+#include <ATen/ops/from_blob.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <torch/csrc/Event.h>
 #include <torch/csrc/utils/pybind.h>
@@ -8,6 +9,7 @@
 
 #include "device/device.h"
 #include "exec/stream.h"
+#include "runtime/runtime.h"
 #include "runtime/stream.h"
 #include "python/bindings.h"
 #include "python/profiler.h"
@@ -101,6 +103,22 @@ void init_device_bindings(py::module_& m) {
     const c10::Event& e2 = reinterpret_cast<THPEvent*>(b.ptr())->event;
     py::gil_scoped_release nogil;
     return e1.elapsedTime(e2);
+  });
+
+  // A CPU tensor over the memory of contiguous tpu tensor `t` (same sizes, strides, dtype),
+  // on the host runtime only, where tpu memory is host memory: torch_tpu.distributed lets
+  // gloo read and write it in place instead of staging copies. It keeps t's storage alive;
+  // the caller orders its use against t's stream (synchronize first).
+  m.def("_host_alias", [](const at::Tensor& t) {
+    TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1, "[host_alias] expected a tpu tensor; got one on ",
+                t.device());
+    TORCH_CHECK(std::string(runtime::current().name()) == "host",
+                "[host_alias] tpu memory is host memory only on the host runtime; got runtime ", runtime::current().name());
+    TORCH_CHECK(t.is_contiguous(), "[host_alias] expected a contiguous tensor; got strides ", t.strides());
+    c10::Storage keep = t.storage();
+    return at::from_blob(
+        t.data_ptr(), t.sizes(), t.strides(), [keep](void*) mutable { keep = c10::Storage(); },
+        t.options().device(c10::kCPU));
   });
 
   // The default generator of a device as a torch.Generator (the same object each call).

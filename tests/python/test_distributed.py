@@ -276,6 +276,31 @@ def test_collectives_match_gloo(world):
     spawn(_check_cases, world, MODES if world == 2 else MODES[:1])
 
 
+def _check_staging_path(rank, world, alias):
+    import torch_tpu
+    from torch_tpu.distributed import staging
+
+    host = torch_tpu.get_runtime() == "host"
+    t = torch.ones(1 << 18, device="tpu")
+    assert staging.aliasable(t) == (host and alias)
+    assert not staging.aliasable(t.view(512, 512).t())  # strided: staged
+    assert not staging.aliasable(t, torch.float64)  # another dtype: staged
+    staging.POOL.clear()
+    dist.all_reduce(t)
+    assert t.cpu().eq(world).all()
+    # an aliased collective takes no host buffer; a staged one returns its buffer to the pool
+    assert (staging.POOL.bytes == 0) == (host and alias), staging.POOL.bytes
+    _check_cases(rank, world, MODES[:1])
+
+
+@pytest.mark.parametrize("alias", [True, False], ids=["aliased", "staged"])
+def test_collectives_aliased_and_staged(alias, monkeypatch):
+    # On the host runtime gloo works in place on contiguous tpu tensors; TORCH_TPU_DIST_ALIAS=0
+    # stages them as the pjrt runtime must. Both match gloo on CPU tensors.
+    monkeypatch.setenv("TORCH_TPU_DIST_ALIAS", "1" if alias else "0")
+    spawn(_check_staging_path, 2, alias)
+
+
 # --- bad input and failures ---------------------------------------------------------------
 def _mismatches(rank, world):
     from torch_tpu.distributed import CollectiveError
