@@ -290,6 +290,9 @@ def _check_staging_path(rank, world, alias):
     assert t.cpu().eq(world).all()
     # an aliased collective takes no host buffer; a staged one returns its buffer to the pool
     assert (staging.POOL.bytes == 0) == (host and alias), staging.POOL.bytes
+    # AVG divides on the host: staged either way (no CPU kernel on tpu memory)
+    dist.all_reduce(t, op=dist.ReduceOp.AVG)
+    assert t.cpu().eq(world).all() and staging.POOL.bytes > 0
     _check_cases(rank, world, MODES[:1])
 
 

@@ -26,6 +26,11 @@ def _red_type(op):
     return op.op if isinstance(op, _c10d.ReduceOp) else op
 
 
+def _host_math(op) -> bool:
+    """Whether the collective computes on its host tensors (gloo lacks AVG and PREMUL_SUM)."""
+    return _red_type(op) in (_RED.AVG, _RED.PREMUL_SUM)
+
+
 def _premul_factor(op) -> float:
     f = op.factor
     if isinstance(f, torch.Tensor):
@@ -102,7 +107,7 @@ class TpuDistBackend(_c10d.Backend):
     def allreduce(self, tensors, opts=None):
         opts = opts or _c10d.AllreduceOptions()
         checks.agree(self, "all_reduce", _desc(tensors), [int(_red_type(opts.reduceOp))])
-        st = Staging()
+        st = Staging(alias=not _host_math(opts.reduceOp))
         hosts = [st.inout(t, reduce_dtype(t.dtype)) for t in tensors]
         op, post = self._reduction("all_reduce", opts.reduceOp, hosts)
         post = self._averager(hosts) if post == "avg" else None
@@ -135,7 +140,7 @@ class TpuDistBackend(_c10d.Backend):
     def reduce(self, tensors, opts=None):
         opts = opts or _c10d.ReduceOptions()
         checks.agree(self, "reduce", _desc(tensors), [opts.rootRank, int(_red_type(opts.reduceOp))])
-        st = Staging()
+        st = Staging(alias=not _host_math(opts.reduceOp))
         root = opts.rootRank == self.rank()
         # gloo may scribble on a non-root's buffer: stage a copy and write back only on the root
         hosts = [st.inout(t, reduce_dtype(t.dtype)) if root else st.copy(t, reduce_dtype(t.dtype))
@@ -187,7 +192,7 @@ class TpuDistBackend(_c10d.Backend):
         opts = opts or _c10d.ReduceScatterOptions()
         checks.agree(self, "reduce_scatter", _desc(output_tensors) + " <- " +
                      "; ".join(_desc(g) for g in input_tensors), [int(_red_type(opts.reduceOp))])
-        st = Staging()
+        st = Staging(alias=not _host_math(opts.reduceOp))
         outs = [st.write(t, reduce_dtype(t.dtype)) for t in output_tensors]
         ins = [[st.copy(t, reduce_dtype(t.dtype)) for t in group] for group in input_tensors]
         flat = [h for group in ins for h in group]
@@ -200,7 +205,7 @@ class TpuDistBackend(_c10d.Backend):
     def reduce_scatter_single(self, output, input, opts=None):
         opts = opts or _c10d.ReduceScatterOptions()
         checks.agree(self, "reduce_scatter_tensor", _desc([output, input]), [int(_red_type(opts.reduceOp))])
-        st = Staging()
+        st = Staging(alias=not _host_math(opts.reduceOp))
         hout = st.write(output, reduce_dtype(output.dtype))
         hosts = [st.copy(input, reduce_dtype(input.dtype))]
         op, post = self._reduction("reduce_scatter_tensor", opts.reduceOp, hosts)

@@ -115,10 +115,13 @@ class Staging:
     finished at most once. `dtype`: the host tensor's dtype (default: t's); a contiguous CPU
     tensor of that dtype is used as is (except by `copy`)."""
 
-    def __init__(self):
+    def __init__(self, alias: bool = True):
         self._back = []  # (tpu tensor, host tensor)
         self._owned = []  # host buffers from the pool
         self._synced = False
+        # False where the collective computes on its host tensors (AVG's division, PREMUL_SUM's
+        # scaling): that math runs on host copies, never as CPU kernels on tpu memory.
+        self._alias_ok = alias
 
     def _buffer(self, t, dtype):
         h = POOL.take(tuple(t.shape), dtype or t.dtype)
@@ -135,7 +138,7 @@ class Staging:
         return torch_tpu._C._host_alias(t)
 
     def read(self, t: torch.Tensor, dtype=None) -> torch.Tensor:
-        if aliasable(t, dtype):
+        if self._alias_ok and aliasable(t, dtype):
             return self._alias(t)
         return download(t, dtype, self._buffer(t, dtype)) if _staged(t, dtype) else t
 
@@ -143,7 +146,7 @@ class Staging:
         return download(t, dtype, self._buffer(t, dtype))
 
     def write(self, t: torch.Tensor, dtype=None) -> torch.Tensor:
-        if aliasable(t, dtype):
+        if self._alias_ok and aliasable(t, dtype):
             return self._alias(t)
         if not _staged(t, dtype):
             return t
@@ -152,7 +155,7 @@ class Staging:
         return h
 
     def inout(self, t: torch.Tensor, dtype=None) -> torch.Tensor:
-        if aliasable(t, dtype):
+        if self._alias_ok and aliasable(t, dtype):
             return self._alias(t)
         if not _staged(t, dtype):
             return t
