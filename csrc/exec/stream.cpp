@@ -57,6 +57,18 @@ bool try_inline(int dev, const char* name, void (*fn)(void*), void* ctx) {
   return true;
 }
 
+bool try_inline_for_wait(int dev, const char* name, void (*fn)(void*), void* ctx) {
+  if (!on_host_runtime() || !runtime::stream::try_run_inline(dev, name, fn, ctx)) return false;
+  Mode m = mode();
+  (m == Mode::Fused ? n_fused : m == Mode::Debug ? n_debug : n_strict).fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+void run_for_wait(int dev, const char* name, std::function<void()> fn) {
+  if (on_host_runtime()) runtime::stream::run_or_enqueue(dev, name, std::move(fn));
+  else runtime::stream::enqueue(dev, name, std::move(fn));
+}
+
 void enqueue(int dev, const char* name, std::function<void()> fn, bool small) {
   Mode m = mode();
   if (small && m == Mode::Strict && on_host_runtime())

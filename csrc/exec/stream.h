@@ -32,6 +32,13 @@ void enqueue(int dev, const char* name, std::function<void()> fn, bool small = f
 // when `dev`'s stream is idle, runs `fn(ctx)` at once (counted) and returns true; otherwise
 // returns false having done nothing, and the caller enqueues the command.
 bool try_inline(int dev, const char* name, void (*fn)(void*), void* ctx);
+// For a command whose caller waits for it right away (a download, a fused window flushed at a
+// sync point), in any mode: on the host runtime, when `dev`'s stream is idle, runs it at once
+// on the calling thread, which would only sleep until the worker ran it (a futex wake and two
+// context switches per sync: half of a small fused step's host time). Same order and error
+// handling as the stream's. Otherwise false / queued as enqueue() does.
+bool try_inline_for_wait(int dev, const char* name, void (*fn)(void*), void* ctx);
+void run_for_wait(int dev, const char* name, std::function<void()> fn);
 
 // The stream's positions and waits (runtime/stream.h), re-exported for the exec users.
 using runtime::stream::done;

@@ -40,7 +40,7 @@ void reset(Window& w) {
   w.seq = 0;
 }
 
-void flush_locked(Window& w, int dev, const std::string& reason) {
+void flush_locked(Window& w, int dev, const std::string& reason, bool for_wait) {
   if (w.ops == 0) return;
   if (w.capturing && w.broken.empty()) w.broken = "a sync point inside the graph (" + reason + ")";
   std::vector<ir::Value> outs;
@@ -83,7 +83,7 @@ void flush_locked(Window& w, int dev, const std::string& reason) {
     else l.read(pr.tensor.storage(), pr.meta);
   }
   for (const auto& [st, m] : dsts) l.write(st, *m);
-  l.submit(dev);
+  l.submit(dev, for_wait);
   reset(w);
   submit_checks(dev, "range check", flags, std::move(msgs));
 }
@@ -228,6 +228,13 @@ void flush(int dev) {
   Window& w = window(dev);
   std::lock_guard<std::mutex> lk(w.mu);
   flush_locked(w, dev, "sync point");
+}
+
+void flush_for_wait(int dev) {
+  if (!has_pending(dev)) return;
+  Window& w = window(dev);
+  std::lock_guard<std::mutex> lk(w.mu);
+  flush_locked(w, dev, "sync point", /*for_wait=*/true);
 }
 
 // Lock-free: every strict op asks. A window another thread is filling meanwhile is as racy

@@ -42,6 +42,9 @@ struct OpRecord {
 void defer(int dev, OpRecord& r);
 // Flushes device `dev`'s window (dev = -1: all); a no-op when it is empty.
 void flush(int dev);
+// flush(), by a caller about to wait for the window (a download, synchronize): on the host
+// runtime an idle stream runs it on the calling thread instead of waking the worker.
+void flush_for_wait(int dev);
 bool has_pending(int dev);
 // True when device `dev`'s pending window reads or writes t's storage, or is a capture: work
 // queued on the stream now would run before the window, out of recording order.

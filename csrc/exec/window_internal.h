@@ -55,7 +55,7 @@ inline bool live(const Tracked& t) { return !t.weak.expired(); }
 std::vector<Tracked*> in_order(Window& w);
 void reset(Window& w);
 // Compiles and queues the window's live values (caller holds w.mu); a no-op when empty.
-void flush_locked(Window& w, int dev, const std::string& reason);
+void flush_locked(Window& w, int dev, const std::string& reason, bool for_wait = false);
 
 // Counts the shape signatures of windows with the same program structure and warns once past
 // TORCH_TPU_RECOMPILE_WARN (window_shapes.cpp). `hash` is the graph's full structural hash.

@@ -9,6 +9,7 @@
 
 #include "device/device.h"
 #include "exec/stream.h"
+#include "exec/window.h"
 #include "runtime/runtime.h"
 #include "runtime/stream.h"
 #include "python/bindings.h"
@@ -83,6 +84,7 @@ void init_device_bindings(py::module_& m) {
   m.def("_device_synchronize", [](int d) {
     c10::DeviceIndex i = index(d);
     py::gil_scoped_release nogil;
+    exec::flush_for_wait(i);
     exec::synchronize(i);
   });
 

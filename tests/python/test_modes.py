@@ -96,3 +96,27 @@ def test_async_error_in_debug_mode_raises_at_the_call():
     with torch_tpu.eager_mode(EagerMode.DEFER_NEVER_AND_LAUNCH_BLOCKING):
         with pytest.raises(RuntimeError, match=r"\[test::inject_failure\]"):
             torch_tpu._C._inject_async_failure()
+
+
+def test_window_flushed_at_a_sync_point_runs_once_and_counts():
+    # A fused window flushed by .item() / synchronize() runs on the calling thread when the
+    # stream is idle (exec::flush_for_wait); it is still one fused command, in stream order
+    # after the strict ops queued before it, and its errors still raise at the sync.
+    x = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    t = x.to("tpu")
+    big = torch.ones(512, 512).to("tpu")
+    for _ in range(3):
+        big = big * 1.0001  # strict work queued (large: it goes to the worker)
+    with torch_tpu.eager_mode(torch_tpu.EagerMode.DEFER_AND_FUSE):
+        before = torch_tpu.metrics()["ops_executed"]["fused"]
+        y = (t * 2 + 1).softmax(-1).sum() + big[0, 0]
+        got = y.item()
+        assert torch_tpu.metrics()["ops_executed"]["fused"] == before + 1
+        want = ((x * 2 + 1).softmax(-1).sum() + torch.ones(512, 512)[0, 0] * 1.0001 ** 3).item()
+        assert got == pytest.approx(want, rel=1e-6)
+        z = t.log1p()
+        torch.tpu.synchronize()
+        assert torch_tpu.metrics()["ops_executed"]["fused"] == before + 2
+        torch.testing.assert_close(z.cpu(), x.log1p())
+        with pytest.raises(IndexError):  # row 5 of 3: the window's range check raises at the sync
+            t[torch.tensor([0, 5]).to("tpu")].sum().item()

@@ -26,11 +26,12 @@ namespace {
 // first), then waited for. Errors of earlier commands raise here.
 void download(const at::Tensor& t, const at::Tensor& dst) {
   int dev = t.device().index();
-  (void)exec::mark(dev);  // flushes a deferred window: its writes are queued before the read
+  exec::flush_for_wait(dev);  // a deferred window runs first (inline when the stream is idle)
+  (void)exec::mark(dev);      // (flushes what another thread deferred meanwhile)
   if (t.numel() > 0) {
     runtime::View v = exec::device_view(t.storage(), exec::meta_of(t, to_ir(t.scalar_type(), "aten::copy_")), false);
     auto* out = static_cast<std::byte*>(dst.data_ptr());
-    runtime::stream::enqueue(dev, "to_host", [v = std::move(v), out] { runtime::current().read(v, out); });
+    exec::run_for_wait(dev, "to_host", [v = std::move(v), out] { runtime::current().read(v, out); });
   }
   exec::wait(dev, runtime::stream::queued(dev));
 }
