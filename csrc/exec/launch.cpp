@@ -217,14 +217,10 @@ void Launch::write(const c10::Storage& st, const Meta& m) {
 
 void Launch::submit(int dev, bool for_wait) {
   const char* name = p_->name;
-  if (for_wait && try_inline_for_wait(dev, name, [](void* p) { static_cast<Payload*>(p)->run(); }, p_.get())) {
-    p_.reset();
-    return;
-  }
   bool small = p_->elements <= kSmallElements && cheap_run(p_->exe.get());
   // The usual small strict launch runs inline with no std::function and no heap payload; the
   // Payload goes back to this thread's spare when p_ is destroyed.
-  if (small && try_inline(dev, name, [](void* p) { static_cast<Payload*>(p)->run(); }, p_.get())) {
+  if ((small || for_wait) && try_inline(dev, name, [](void* p) { static_cast<Payload*>(p)->run(); }, p_.get(), for_wait)) {
     p_.reset();
     return;
   }

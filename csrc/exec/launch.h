@@ -36,7 +36,7 @@ class Launch {
   void write(const c10::Storage& st, const Meta& m);
   // Queues the run on `dev`'s stream under the current eager mode (Debug waits for it).
   // `for_wait`: the caller waits for it next (a window flushed at a sync point), so on the
-  // host runtime an idle stream runs it on the calling thread (exec::try_inline_for_wait).
+  // host runtime an idle stream runs it on the calling thread (exec::try_inline).
   void submit(int dev, bool for_wait = false);
 
   Launch(Launch&&) = default;

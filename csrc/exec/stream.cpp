@@ -48,19 +48,16 @@ bool on_host_runtime() {
   static const bool host = &runtime::current() == &runtime::host_runtime();
   return host;
 }
+void count(Mode m) {
+  (m == Mode::Debug ? n_debug : m == Mode::Fused ? n_fused : n_strict).fetch_add(1, std::memory_order_relaxed);
+}
 }  // namespace
 
-bool try_inline(int dev, const char* name, void (*fn)(void*), void* ctx) {
-  if (mode() != Mode::Strict || !on_host_runtime()) return false;
-  if (!runtime::stream::try_run_inline(dev, name, fn, ctx)) return false;
-  n_strict.fetch_add(1, std::memory_order_relaxed);
-  return true;
-}
-
-bool try_inline_for_wait(int dev, const char* name, void (*fn)(void*), void* ctx) {
-  if (!on_host_runtime() || !runtime::stream::try_run_inline(dev, name, fn, ctx)) return false;
+bool try_inline(int dev, const char* name, void (*fn)(void*), void* ctx, bool for_wait) {
   Mode m = mode();
-  (m == Mode::Fused ? n_fused : m == Mode::Debug ? n_debug : n_strict).fetch_add(1, std::memory_order_relaxed);
+  if ((m != Mode::Strict && !for_wait) || !on_host_runtime()) return false;
+  if (!runtime::stream::try_run_inline(dev, name, fn, ctx)) return false;
+  count(m);
   return true;
 }
 
@@ -75,14 +72,8 @@ void enqueue(int dev, const char* name, std::function<void()> fn, bool small) {
     runtime::stream::run_or_enqueue(dev, name, std::move(fn));
   else
     runtime::stream::enqueue(dev, name, std::move(fn));
-  if (m == Mode::Debug) {
-    ++n_debug;
-    runtime::stream::wait_at_call(dev, runtime::stream::queued(dev));
-  } else if (m == Mode::Fused) {
-    ++n_fused;  // one fused window (or an op issued while fused mode is on)
-  } else {
-    ++n_strict;
-  }
+  count(m);  // fused: one window (or an op issued while fused mode is on)
+  if (m == Mode::Debug) runtime::stream::wait_at_call(dev, runtime::stream::queued(dev));
 }
 
 StreamCounters counters() { return {n_strict.load(), n_debug.load(), n_fused.load()}; }

@@ -31,13 +31,12 @@ void enqueue(int dev, const char* name, std::function<void()> fn, bool small = f
 // enqueue(small=true)'s inline run without a std::function: in Strict mode on the host runtime,
 // when `dev`'s stream is idle, runs `fn(ctx)` at once (counted) and returns true; otherwise
 // returns false having done nothing, and the caller enqueues the command.
-bool try_inline(int dev, const char* name, void (*fn)(void*), void* ctx);
-// For a command whose caller waits for it right away (a download, a fused window flushed at a
-// sync point), in any mode: on the host runtime, when `dev`'s stream is idle, runs it at once
-// on the calling thread, which would only sleep until the worker ran it (a futex wake and two
-// context switches per sync: half of a small fused step's host time). Same order and error
-// handling as the stream's. Otherwise false / queued as enqueue() does.
-bool try_inline_for_wait(int dev, const char* name, void (*fn)(void*), void* ctx);
+// `for_wait`: the caller waits for the command right away (a fused window flushed at a sync
+// point), so it runs inline in any mode: the caller would only sleep until the worker ran it
+// (a futex wake and two context switches per sync: half of a small fused step's host time).
+bool try_inline(int dev, const char* name, void (*fn)(void*), void* ctx, bool for_wait = false);
+// A command the caller waits for right away (a download's read): on the host runtime it runs
+// at once on the calling thread when the stream is idle, else it is queued (not counted).
 void run_for_wait(int dev, const char* name, std::function<void()> fn);
 
 // The stream's positions and waits (runtime/stream.h), re-exported for the exec users.

@@ -52,10 +52,6 @@ int spin_iterations() {
   return n;
 }
 
-// TORCH_TPU_WAIT_SPIN_US (default 100; 0: sleep at once): how long a user thread waiting on its stream polls
-// before it sleeps (Stream::spin_until_done), in timestamp-counter ticks.
-uint64_t wait_spin_ticks();
-
 // A cheap monotonic tick: the timestamp counter on x86-64 (constant-rate on the CPUs we run
 // on; Stream::busy_ns converts it against steady_clock), else steady_clock's nanoseconds.
 inline uint64_t ticks() {
@@ -64,23 +60,6 @@ inline uint64_t ticks() {
 #else
   return static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
 #endif
-}
-
-uint64_t wait_spin_ticks() {
-  static const uint64_t n = [] {
-    const char* v = std::getenv("TORCH_TPU_WAIT_SPIN_US");
-    double us = v && *v ? std::atof(v) : 100.0;
-    if (us <= 0) return uint64_t{0};
-    // Ticks per microsecond, measured once against steady_clock over ~2 ms.
-    auto c0 = std::chrono::steady_clock::now();
-    uint64_t k0 = ticks();
-    while (std::chrono::steady_clock::now() - c0 < std::chrono::milliseconds(2)) {
-    }
-    double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - c0).count();
-    double per_us = static_cast<double>(ticks() - k0) / (ns / 1000.0);
-    return static_cast<uint64_t>(us * per_us);
-  }();
-  return n;
 }
 
 int64_t epoch_ns() {
@@ -187,31 +166,9 @@ class Stream {
   void drain(uint64_t m) {
     TPU_CHECK(!t_worker, "[stream] a stream command waited on a stream; got a wait from a worker thread, "
               "expected waits only from user threads");
-    if (spin_until_done(m)) return;
     std::unique_lock<std::mutex> lk(mu_);
     wait_done(lk, [&] { return completed_ >= m; });
   }
-  // A user thread about to sleep until completed_ >= m, with only the last command to wait
-  // for, first polls for a while. It is not
-  // counted in waiters_ meanwhile: it holds a core, so the worker's loops leave it one
-  // (loop_threads); counted, they ran on both cores beside the spinner and a strict softmax
-  // chain took 0.39 ms instead of 0.21. Strict eager syncs every few ops in decode loops
-  // (generate's stopping checks), where a futex sleep and wake per sync cost more than the
-  // ops (session 16: llama decode 1150-1250 -> ~1400 tokens/s).
-  bool spin_until_done(uint64_t m) {
-    const uint64_t c = completed_.load(std::memory_order_acquire);
-    if (c >= m) return true;
-    const uint64_t budget = wait_spin_ticks();
-    // Only for the last command: with more queued, the wait is long and loops want the cores.
-    if (budget == 0 || m - c > 1) return false;
-    const uint64_t until = ticks() + budget;
-    while (ticks() < until) {
-      if (completed_.load(std::memory_order_acquire) >= m) return true;
-      __builtin_ia32_pause();
-    }
-    return completed_.load(std::memory_order_acquire) >= m;
-  }
-
   // done_cv_.wait, counted in waiters_ (an inline runner notifies only when there are some).
   template <class P>
   void wait_done(std::unique_lock<std::mutex>& lk, P pred) {

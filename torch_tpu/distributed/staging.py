@@ -128,9 +128,11 @@ class Staging:
         self._owned.append(h)
         return h
 
-    def _alias(self, t):
-        """t's memory as a CPU tensor, once the ops queued before the collective have run (a
-        sync point, as a download is; the fused window is flushed)."""
+    def _alias(self, t, dtype):
+        """t's memory as a CPU tensor when gloo may use it in place (`aliasable`), once the ops
+        queued before the collective have run (a sync point, as a download is); else None."""
+        if not (self._alias_ok and aliasable(t, dtype)):
+            return None
         if not self._synced:
             torch.tpu.synchronize(t.device)
             self._synced = True
@@ -138,16 +140,16 @@ class Staging:
         return torch_tpu._C._host_alias(t)
 
     def read(self, t: torch.Tensor, dtype=None) -> torch.Tensor:
-        if self._alias_ok and aliasable(t, dtype):
-            return self._alias(t)
+        if (a := self._alias(t, dtype)) is not None:
+            return a
         return download(t, dtype, self._buffer(t, dtype)) if _staged(t, dtype) else t
 
     def copy(self, t: torch.Tensor, dtype=None) -> torch.Tensor:
         return download(t, dtype, self._buffer(t, dtype))
 
     def write(self, t: torch.Tensor, dtype=None) -> torch.Tensor:
-        if self._alias_ok and aliasable(t, dtype):
-            return self._alias(t)
+        if (a := self._alias(t, dtype)) is not None:
+            return a
         if not _staged(t, dtype):
             return t
         h = self._buffer(t, dtype)
@@ -155,8 +157,8 @@ class Staging:
         return h
 
     def inout(self, t: torch.Tensor, dtype=None) -> torch.Tensor:
-        if self._alias_ok and aliasable(t, dtype):
-            return self._alias(t)
+        if (a := self._alias(t, dtype)) is not None:
+            return a
         if not _staged(t, dtype):
             return t
         h = download(t, dtype, self._buffer(t, dtype))

@@ -69,15 +69,11 @@ void parallel_for_on(int threads, int64_t n, int64_t grain, F&& f) {
   parallel_chunks(n, static_cast<int>(std::min<int64_t>(threads, max_chunks)), f);
 }
 
-// parallel_for_on(loop_threads(), ...): the loops of elementwise ops, reductions, fused tiles.
+// parallel_for_on(loop_threads(), ...): the loops of elementwise ops, reductions, fused tiles
+// (loop_threads() is asked only when the loop splits).
 template <class F>
 void parallel_for(int64_t n, int64_t grain, F&& f) {
-  if (n <= 0) return;
-  if (n <= grain || pool::in_task() || omp_in_parallel()) {
-    f(int64_t{0}, n);
-    return;
-  }
-  parallel_for_on(loop_threads(), n, grain, f);
+  parallel_for_on(n > grain ? loop_threads() : 1, n, grain, f);
 }
 
 // parallel_for_on(all of OpenMP's threads, ...): products (gemm_split, gemm_small), whose work
