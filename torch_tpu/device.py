@@ -274,6 +274,15 @@ from torch_tpu import amp  # noqa: E402  (torch.tpu.amp, as torch.cuda.amp)
 sys.modules.setdefault("torch.tpu.amp", amp)
 
 
+def __getattr__(name):
+    if name == "ops":  # torch.tpu.ops (torch_tpu/ops.py), imported on first use
+        from torch_tpu import ops
+
+        sys.modules.setdefault("torch.tpu.ops", ops)
+        return ops
+    raise AttributeError(f"module 'torch.tpu' has no attribute {name!r}")
+
+
 # --- streams and events ----------------------------------------------------------------------
 class Stream(torch.Stream):
     """A tpu stream. All streams of a device share its one in-order queue."""

@@ -228,6 +228,9 @@ void infer_shape_op(const Graph& g, Node& n, const OpInfo& info) {
       check_dims(info.hlo, a.dims, x.shape.size(), true);
       n.shape = x.shape;
       return;
+    case OpCode::OptimizationBarrier:
+      n.shape = x.shape;
+      return;
     default:
       TPU_CHECK(false, "[infer] unhandled shape op ", info.name);
   }

@@ -241,6 +241,7 @@ constexpr Row kRows[] = {
     {OpCode::CustomCall, nullptr, emit_custom_call},
     {OpCode::Convolution, nullptr, emit_conv},
     {OpCode::ReduceWindow, nullptr, emit_reduce_window},
+    {OpCode::OptimizationBarrier, nullptr, nullptr},
 };
 
 const Row& row_for(OpCode op) {

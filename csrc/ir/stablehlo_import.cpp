@@ -257,7 +257,11 @@ class Importer {
       depth_ = d;
       return r;
     }
-    if (n == "optimization_barrier") return operands(op);
+    if (n == "optimization_barrier") {  // one single-operand barrier per operand
+      Vals r;
+      for (Value v : operands(op)) r.push_back(g_.op(OpCode::OptimizationBarrier, {v}, {}));
+      return r;
+    }
     if (n == "custom_call") {
       std::string target = attr(op, {"call_target_name", "callee"}, false);
       TPU_UNIMPLEMENTED("[stablehlo import] unsupported op 'stablehlo.custom_call' (target ", target,

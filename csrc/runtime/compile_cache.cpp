@@ -64,6 +64,7 @@ std::shared_ptr<Executable> CompileCache::insert(uint64_t key, const ir::Graph& 
   auto t0 = std::chrono::steady_clock::now();
   auto exe = rt.compile(graph);
   auto us = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count();
+  const bool crowded = rt.executables_crowded();
   auto e = std::make_shared<Entry>();
   e->exe = exe;
   e->stats.key = key;
@@ -76,7 +77,8 @@ std::shared_ptr<Executable> CompileCache::insert(uint64_t key, const ir::Graph& 
   auto& slot = map_[key];
   if (slot) drop_locked(*slot);  // two threads compiled the same graph: the later one stays
   slot = std::move(e);
-  if (map_.size() > capacity_) evict_locked();
+  if (map_.size() > capacity_) evict_locked(capacity_ - capacity_ / 8);
+  else if (crowded) evict_locked(map_.size() / 2);
   return exe;
 }
 
@@ -89,7 +91,7 @@ size_t CompileCache::default_capacity() {
 void CompileCache::set_capacity(size_t n) {
   std::lock_guard<std::mutex> lk(mu_);
   capacity_ = std::max<size_t>(n, 1);
-  if (map_.size() > capacity_) evict_locked();
+  if (map_.size() > capacity_) evict_locked(capacity_ - capacity_ / 8);
 }
 
 // Takes `e` out of service: front slots stop serving it, its hits stay counted.
@@ -98,9 +100,8 @@ void CompileCache::drop_locked(Entry& e) {
   dropped_hits_ += e.reads.load(std::memory_order_relaxed) - 1;
 }
 
-// Drops the least recently used entries down to 7/8 of the capacity.
-void CompileCache::evict_locked() {
-  size_t keep = capacity_ - capacity_ / 8;
+// Drops the least recently used entries down to `keep`.
+void CompileCache::evict_locked(size_t keep) {
   if (map_.size() <= keep) return;
   std::vector<uint64_t> ticks;
   ticks.reserve(map_.size());

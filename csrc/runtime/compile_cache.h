@@ -2,7 +2,8 @@
 // TorchTPU-style stats (requests, hits, per-entry compile time and read count).
 // Bounded: past `capacity()` entries (env TORCH_TPU_COMPILE_CACHE_ENTRIES, default 4096)
 // the least recently used eighth is dropped (executables still in use live on in their
-// launches). Thread-safe. A hit is lock-free on the thread's own small front table (its last
+// launches), and half of the entries when the runtime says its executables crowd the process
+// (Runtime::executables_crowded). Thread-safe. A hit is lock-free on the thread's own small front table (its last
 // keys): the entry's counters are atomics, and an evicted or cleared entry is marked dead so
 // a front slot never serves it. Recency for eviction is the tick of the last miss, insert or
 // locked hit (front hits since the last miss tie).
@@ -68,7 +69,7 @@ class CompileCache {
   static constexpr size_t kFront = 16;
   static Front& front(uint64_t key);
   void drop_locked(Entry& e);
-  void evict_locked();
+  void evict_locked(size_t keep);
   size_t capacity_ = default_capacity();
   static size_t default_capacity();
   const uint64_t id_;  // tells this cache's front slots from another's

@@ -51,6 +51,10 @@ class Runtime {
   virtual const char* name() const = 0;
   // Verifies the graph and compiles it. The executable keeps what it needs of the graph.
   virtual std::shared_ptr<Executable> compile(const ir::Graph& graph) = 0;
+  // Asked by the compile cache after each compile: true when the executables kept alive
+  // crowd a process resource (XLA:CPU maps each one's code into memory, and the kernel caps a
+  // process's memory maps), so the cache should drop its least recently used half.
+  virtual bool executables_crowded() { return false; }
 
   // The size the caching allocator asks for and pools under, for a request of `nbytes`: a
   // runtime that pays for each allocation rounds up to size classes; one whose buffers are

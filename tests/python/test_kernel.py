@@ -259,3 +259,40 @@ def test_jnp_indexing_imports_as_gather():
     a, b = k(x.to("tpu"), i.to("tpu"), j.to("tpu"))
     _close(a, x[i.long()])
     _close(b, x[:, j.long()])
+
+
+@pytest.mark.parametrize("mode", sorted(MODES) + ["compile"])
+def test_optimization_barrier_is_the_identity_forward_and_backward(mode):
+    """torch.tpu.ops.optimization_barrier (TorchTPU's name): values and gradients pass through,
+    one tensor, several, or a list; the graph keeps the barrier (XLA must not fuse across it)."""
+    ob = torch.tpu.ops.optimization_barrier
+    torch.manual_seed(0)
+    x, w = torch.randn(5, 6), torch.randn(6)
+
+    def f(t, v):
+        a = ob(t.exp())
+        b, c = ob(a * v, t.sin())
+        (d,) = ob([b + c])
+        return (d * a).sum(1)
+
+    xd, wd = x.to("tpu").requires_grad_(), w.to("tpu").requires_grad_()
+    if mode == "compile":
+        torch._dynamo.reset()
+        y = torch.compile(f, backend="tpu")(xd, wd)
+    else:
+        with torch_tpu.eager_mode(MODES[mode]):
+            y = f(xd, wd)
+    y.sum().backward()
+    xc, wc = x.clone().requires_grad_(), w.clone().requires_grad_()
+    yc = f(xc, wc)
+    yc.sum().backward()
+    _close(y, yc)
+    _close(xd.grad, xc.grad)
+    _close(wd.grad, wc.grad)
+    if mode == "fused":
+        with torch_tpu.eager_mode(MODES[mode]):
+            z = ob(xd.detach().exp()) + 1
+            assert torch_tpu._C._pending_stablehlo(0, [z]).count('"stablehlo.optimization_barrier"') == 1
+            _close(z, x.exp() + 1)
+    with pytest.raises(TypeError, match=r"\[optimization_barrier\] expects tensors"):
+        ob(xd, 3)

@@ -239,3 +239,29 @@ def test_max_min_propagate_nan():
     assert r.returncode == 0, r.stderr[-2000:]
     import json
     assert json.loads(r.stdout.strip().splitlines()[-1]) == {}
+
+
+_MAPS = r"""
+import torch, torch_tpu
+def maps():
+    return sum(1 for _ in open("/proc/self/maps"))
+for i in range(150):  # ~5 new programs per shape, each mapping its code into the process
+    a = torch.ones(i + 1, 3, device="tpu")
+    assert (a * 2 + 1).exp().sum().item() > 0
+    if i == 0:
+        base = maps()
+s = torch_tpu._C._get_cache_stats()
+print(maps() - base, len(s["per_entry_stats"]), s["num_cache_reqs"] - s["num_cache_hits"])
+"""
+
+
+def test_compiled_programs_do_not_exhaust_memory_maps():
+    """XLA:CPU maps each program's code into the process (~18 maps per shape here), and the
+    kernel caps a process's maps (vm.max_map_count): past it the plugin aborted the test
+    process. The compile cache drops its least recently used half when the maps pass half the
+    cap; a cap of 2 (TORCH_TPU_MAX_MAPS) makes every 16th compile find it crowded."""
+    r = _run(_MAPS, TORCH_TPU_RUNTIME="pjrt", TORCH_TPU_CACHE_DIR="off", TORCH_TPU_MAX_MAPS="2")
+    assert r.returncode == 0, r.stderr[-2000:]
+    grown, entries, compiled = map(int, r.stdout.split())
+    assert compiled > 500 and entries < 40, (compiled, entries)
+    assert grown < 1000, grown  # without eviction: ~2,700

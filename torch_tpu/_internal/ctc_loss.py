@@ -14,7 +14,10 @@ device. The algorithm is PyTorch CPU's (aten/native/LossCTC.cpp), vectorized ove
   itself returns inf for those (the ctc_loss wrapper applies zero_infinity to the loss).
 
 The time loop runs in Python (T steps of a few ops each): fine for the audio models' tens to
-hundreds of frames; a fused or compiled graph records it once."""
+hundreds of frames; a fused or compiled graph records it once. Each step's alpha (beta) row
+goes through an optimization barrier: a step reads its predecessor at three shifts, and XLA,
+fusing the unrolled steps into one loop, would recompute each predecessor per read (code and
+compile time 3^T: 18 s at T = 9, no end at T = 12). On the host runtime the barrier is free."""
 import torch
 
 aten = torch.ops.aten
@@ -82,6 +85,13 @@ def _extended(log_probs, targets, target_lengths, blank):
     return ext, valid, skip, tl
 
 
+def _barrier(*xs):
+    """The tensors behind an optimization barrier (a tuple, one per argument)."""
+    from torch_tpu.ops import _barrier as kernel  # noqa: PLC0415  (imports torch.library ops)
+
+    return kernel(*xs)
+
+
 def _lse3(a, b, c):
     m = torch.maximum(torch.maximum(a, b), c)
     m = torch.where(m == NEG_INF, torch.zeros_like(m), m)
@@ -116,8 +126,8 @@ def _alpha(lpe, valid, skip, il):
         step = _lse3(la, _shift(la, 1), torch.where(skip, _shift(la, 2), neg)) + lpe[t]
         step = torch.where(valid, step, neg)
         live = (il > t)[:, None]
-        la = torch.where(live, step, la)
-        rows.append(torch.where(live, step, neg))
+        la, row = _barrier(torch.where(live, step, la), torch.where(live, step, neg))
+        rows.append(row)
     log_alpha = torch.stack(rows, 1) if T else torch.zeros(N, 0, sp, dtype=lpe.dtype, device=lpe.device)
     return log_alpha, la
 
@@ -169,7 +179,7 @@ def ctc_loss_backward(grad, log_probs, targets, input_lengths, target_lengths, n
         step = torch.where(valid, step, neg)
         first = (il - 1 == t)[:, None]
         inside = (il - 1 > t)[:, None]
-        lb = torch.where(first, init, torch.where(inside, step, neg))
+        (lb,) = _barrier(torch.where(first, init, torch.where(inside, step, neg)))
         betas[t] = lb
     if T == 0:
         return torch.zeros_like(log_probs)

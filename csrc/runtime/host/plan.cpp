@@ -292,7 +292,7 @@ std::unique_ptr<Plan> make_plan(const ir::Graph& graph, const PlanOptions& opt) 
       p.param_value[n.param_index] = i;
       continue;
     }
-    if (n.op == ir::OpCode::Reshape) {
+    if (n.op == ir::OpCode::Reshape || n.op == ir::OpCode::OptimizationBarrier) {
       slot.where = Where::kAlias;
       slot.root = p.slots[n.operands[0]].root;
       continue;

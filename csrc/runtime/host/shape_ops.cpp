@@ -133,6 +133,7 @@ void prepare_shape(const ir::Graph& g, Step& s) {
       }
       break;
     case ir::OpCode::Reshape:
+    case ir::OpCode::OptimizationBarrier:
       src = ost;
       break;
     case ir::OpCode::Concat: {

@@ -7,6 +7,8 @@
 // replaces the written slots' values with the outputs. Everything runs on the device stream's
 // worker (runtime/stream.h), in order, so a slot's value is always the one its queued
 // writers left. docs/decisions/runtime-seam.md.
+#include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -142,6 +144,33 @@ class PjrtRuntime final : public runtime::Runtime {
     if (ir::has_composites(g)) g = ir::decompose_composites(g);
     return std::make_shared<PjrtExecutable>(*this, g);
   }
+  // XLA:CPU maps each compiled program's code into this process (a few memory maps per
+  // kernel), and the kernel caps a process's maps (vm.max_map_count, 65530 by default): past
+  // the cap mmap fails and the plugin aborts the process (seen after ~3,000 tests in one
+  // process). Every 16th compile counts the maps; past half the cap the compile cache drops
+  // its least recently used half, whose programs unmap once no launch holds them.
+  // TORCH_TPU_MAX_MAPS overrides the cap (tests).
+  bool executables_crowded() override {
+    if (compiles_.fetch_add(1, std::memory_order_relaxed) % 16 != 15) return false;
+    return count_maps() > map_cap_ / 2;
+  }
+  static int64_t count_maps() {
+    std::FILE* f = std::fopen("/proc/self/maps", "r");
+    if (!f) return 0;
+    int64_t lines = 0;
+    char buf[1 << 16];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;)
+      for (size_t i = 0; i < n; ++i) lines += buf[i] == '\n';
+    std::fclose(f);
+    return lines;
+  }
+  static int64_t map_cap() {
+    if (const char* e = std::getenv("TORCH_TPU_MAX_MAPS"); e && std::atoll(e) > 0) return std::atoll(e);
+    int64_t cap = 0;
+    if (std::ifstream in("/proc/sys/vm/max_map_count"); in >> cap && cap > 0) return cap;
+    return 65530;
+  }
+
   runtime::Buffer* allocate(int dev, size_t nbytes) override {
     check_device(dev);
     auto* s = new Slot();
@@ -253,6 +282,8 @@ class PjrtRuntime final : public runtime::Runtime {
   }
 
   std::shared_ptr<Client> client_;
+  std::atomic<int64_t> compiles_{0};
+  const int64_t map_cap_ = map_cap();
   std::string dump_dir_;
   std::string identity_;  // the plugin's part of every disk cache key
   DiskCache disk_{DiskCache::default_dir()};

@@ -177,6 +177,7 @@ TEST(IrPrinter, EveryOpPrints) {
     w.reducer = Reducer::Max;
     outs.push_back(g.reduce_window(x3, w));
   }
+  outs.push_back(g.op(OpCode::OptimizationBarrier, {f}));
   for (DType t : {DType::F16, DType::BF16, DType::F32, DType::F64}) {
     outs.push_back(g.op(OpCode::RngUniform, {st}, {}, {2}, t));
     outs.push_back(g.op(OpCode::RngNormal, {st}, {}, {}, t));

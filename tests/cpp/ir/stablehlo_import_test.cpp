@@ -38,6 +38,25 @@ TEST(StablehloImport, ForiLoopUnrolls) {
   EXPECT_EQ(count_ops(im.graph, OpCode::Gather), 0);  // indices folded to static slices
 }
 
+// JAX's variadic optimization_barrier: one single-operand barrier node per operand, kept in
+// the graph (XLA must not fuse across it), printed back, and the identity on the host.
+TEST(StablehloImport, OptimizationBarrierKeepsANodePerOperand) {
+  const char* text = R"mlir(module @jit_f {
+  func.func public @main(%arg0: tensor<3xf32>, %arg1: tensor<3xf32>) -> (tensor<3xf32>) {
+    %0:2 = stablehlo.optimization_barrier %arg0, %arg1 : tensor<3xf32>, tensor<3xf32>
+    %1 = stablehlo.multiply %0#0, %0#1 : tensor<3xf32>
+    return %1 : tensor<3xf32>
+  }
+})mlir";
+  ImportedGraph im = import_stablehlo(text);
+  EXPECT_EQ(count_ops(im.graph, OpCode::OptimizationBarrier), 2);
+  EXPECT_NE(im.graph.to_stablehlo().find("\"stablehlo.optimization_barrier\"(%arg0)"), std::string::npos);
+  auto a = make(DType::F32, {3}, [](int64_t i) { return 1.5 * i - 1; });
+  auto b = make(DType::F32, {3}, [](int64_t i) { return 2.0 + i; });
+  auto y = run(im.graph, {a, b})[0];
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(y.get(i), a.get(i) * b.get(i));
+}
+
 TEST(StablehloImport, PallasRmsNorm) {
   ImportedGraph im = import_stablehlo(samples::kPallasRmsNorm);
   auto x = make(DType::F32, {16, 32}, [](int64_t i) { return std::sin(0.37 * i); });

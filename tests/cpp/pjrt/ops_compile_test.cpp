@@ -145,6 +145,10 @@ void leaf_and_shape_cases(std::vector<Case>& cs) {
   add(cs, OpCode::Reverse, "f32", [](Graph& g) {
     g.set_outputs({g.op(OpCode::Reverse, {g.param(DType::F32, {2, 3})}, dims_attr({0, 1}))});
   });
+  add(cs, OpCode::OptimizationBarrier, "f32", [](Graph& g) {
+    Value b = g.op(OpCode::OptimizationBarrier, {g.unary(OpCode::Exp, g.param(DType::F32, {2, 3}))});
+    g.set_outputs({g.binary(OpCode::Mul, b, b)});
+  });
 }
 
 void reduce_cases(std::vector<Case>& cs) {

@@ -1,5 +1,7 @@
 // Data-movement and leaf ops against index-arithmetic references, swept over dtypes:
 // broadcast_in_dim, reshape, transpose, slice, concatenate, reverse, iota, constant.
+#include <cmath>
+
 #include "runtime_test_util.h"
 
 namespace torch_tpu::host::testing {
@@ -54,6 +56,28 @@ TEST_P(HostShapeOps, TransposeSliceReverseBroadcast) {
   for (int64_t i = 0; i < r[3].numel(); ++i) {
     auto o = unravel(i, {2, 4, 3, 5});
     ASSERT_EQ(r[3].geti(i), x.geti(ravel({0, o[1], 0}, xs)));
+  }
+}
+
+// optimization_barrier is the identity on the host: between fused elementwise ops, as a
+// graph output, and on a parameter returned as is.
+TEST(HostShapeOps, OptimizationBarrierIsTheIdentity) {
+  Shape xs = {64, 33};
+  Tensor x = make(DType::F32, xs, [](int64_t i) { return 0.02 * (i % 97) - 1; });
+  Graph g;
+  Value p = g.param(DType::F32, xs);
+  Value e = g.unary(OpCode::Exp, g.binary(OpCode::Mul, p, p));
+  Value b = g.op(OpCode::OptimizationBarrier, {e});
+  Value y = g.binary(OpCode::Add, b, g.unary(OpCode::Negate, b));  // e - e = 0 where finite
+  Value z = g.binary(OpCode::Mul, b, p);
+  g.set_outputs({y, z, b, g.op(OpCode::OptimizationBarrier, {p})});
+  auto r = run(g, {x});
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    float v = x.get(i), ev = r[2].get(i);
+    ASSERT_NEAR(ev, std::exp(v * v), 1e-6 * ev) << i;
+    ASSERT_EQ(r[1].get(i), ev * v) << i;
+    ASSERT_EQ(r[0].get(i), 0.0f) << i;
+    ASSERT_EQ(r[3].get(i), v) << i;
   }
 }
 
