@@ -92,7 +92,8 @@ Value exp_times(const Ew& e, Value ax, Value s) {
   return e.mul(h, e.mul(s, h));
 }
 
-// I0 / I1 (i1: odd): Chebyshev series in |x|/2 - 2 up to 8, in 32/|x| - 2 above.
+// I0 / I1 (i1: odd): Chebyshev series in |x|/2 - 2 up to 8, in 32/|x| - 2 above; NaN at
+// +-inf, as PyTorch's Cephes kernels (and the host runtime: special_math.h).
 Value i01(const Ew& e, Value x, bool one) {
   Value ax = e.abs(x);
   Value a = one ? e.chbevl(e.sub(e.div(ax, e.c(2)), e.c(2)), kI1_A, len(kI1_A))
@@ -102,7 +103,7 @@ Value i01(const Ew& e, Value x, bool one) {
   Value b = one ? e.chbevl(w, kI1_B, len(kI1_B)) : e.chbevl(w, kI0_B, len(kI0_B));
   Value big = exp_times(e, ax, e.div(b, e.sqrt(ax)));
   Value v = e.sel(e.le(ax, e.c(8)), small, big);
-  v = e.sel(e.eq(ax, e.c(kInf)), e.c(kInf), v);
+  v = e.sel(e.eq(ax, e.c(kInf)), e.c(kNaN), v);
   return one ? e.sel(e.lt(x, e.c(0)), e.neg(v), v) : v;
 }
 
