@@ -20,9 +20,11 @@ std::shared_ptr<runtime::Executable> compiled(uint64_t key, const ir::Graph& g, 
 
 namespace {
 // A launch touching at most this many elements (inputs and outputs) counts as small: its run
-// costs less than handing it to the stream's worker (exec::enqueue), and stays below the host
-// kernels' parallel grain, so running it on the calling thread starts no OpenMP team there.
-constexpr int64_t kSmallElements = 32768;
+// costs less than handing it to the stream's worker (exec::enqueue), and stays within the
+// host kernels' parallel grain (kParallelGrain, runtime/host/parallel.h), so running it on the
+// calling thread starts no parallel loop there. (32768, PyTorch's grain, sent a decode step's
+// linear layers, ~33K elements each, to the sleeping worker: a futex wake per matmul.)
+constexpr int64_t kSmallElements = 131072;
 
 // ... and its executable's first run took at most kSmallRunNs: a few elements can still cost
 // microseconds (a dot through oneDNN), and such a run overlaps the caller's Python better on
