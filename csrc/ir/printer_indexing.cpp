@@ -91,10 +91,11 @@ void emit_scatter(Emitter& e, int id) {
   auto a = open_region(e, id, {s, s});
   std::string v = a[1];  // scatter: the update replaces the element
   if (n.op == OpCode::ScatterAdd) v = e.tmp(id, "add", {a[0], a[1]}, {s, s}, "", s);
-  if (n.op == OpCode::ScatterReduce) {
-    const char* op = n.attrs.reducer == Reducer::Prod ? "multiply"
-                     : n.attrs.reducer == Reducer::Max ? "maximum" : "minimum";
-    v = e.tmp(id, op, {a[0], a[1]}, {s, s}, "", s);
+  if (n.op == OpCode::ScatterReduce && n.attrs.reducer == Reducer::Prod) {
+    v = e.tmp(id, "multiply", {a[0], a[1]}, {s, s}, "", s);
+  } else if (n.op == OpCode::ScatterReduce) {  // max / min keep a NaN of either side, as PyTorch
+    v = e.fresh(id);
+    emit_min_max(e, id, v, n.attrs.reducer == Reducer::Max ? "maximum" : "minimum", a[0], a[1], {}, n.dtype);
   }
   close_region(e, {v}, s);
   std::string dims = dim_list(rank);
