@@ -220,22 +220,26 @@ void defer(int dev, OpRecord& r) {
   if (w.g.nodes().size() > config().fused_window_nodes && !w.capturing) flush_locked(w, dev, "window size");
 }
 
-void flush(int dev) {
-  if (dev < 0) {
-    for (int d = 0; d < kMaxDevices; ++d) flush(d);
-    return;
-  }
-  Window& w = window(dev);
-  std::lock_guard<std::mutex> lk(w.mu);
-  flush_locked(w, dev, "sync point");
-}
-
-void flush_for_wait(int dev) {
+namespace {
+// An empty window takes no lock: every download and sync asks (a download asks twice:
+// flush_for_wait, then mark's flush hook).
+void flush_one(int dev, bool for_wait) {
   if (!has_pending(dev)) return;
   Window& w = window(dev);
   std::lock_guard<std::mutex> lk(w.mu);
-  flush_locked(w, dev, "sync point", /*for_wait=*/true);
+  flush_locked(w, dev, "sync point", for_wait);
 }
+}  // namespace
+
+void flush(int dev) {
+  if (dev < 0) {
+    for (int d = 0; d < kMaxDevices; ++d) flush_one(d, false);
+    return;
+  }
+  flush_one(dev, false);
+}
+
+void flush_for_wait(int dev) { flush_one(dev, true); }
 
 // Lock-free: every strict op asks. A window another thread is filling meanwhile is as racy
 // under the lock as without it.
