@@ -277,9 +277,13 @@ dnnl::convolution_forward::primitive_desc make_pd(const Geo& g, Descs* p) {
   auto any = [&](const memory::desc& d) {
     return blocked ? memory::desc(d.get_dims(), d.get_data_type(), tag::any) : d;
   };
+  // A plain-layout primitive writes a plain dst, reordered into the transposed result after:
+  // given the [O, N, Y] strides itself, oneDNN (AVX2) falls back to its reference kernel, which
+  // is slow and sums in another order than the plain conv the result must equal bit for bit.
+  memory::desc want_dst = blocked || !g.tres ? any(p->dst) : memory::desc(dims({g.N, g.O}, g.Y), f32, kAct[g.S - 1]);
   dnnl::convolution_forward::primitive_desc pd(
       engine(), dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, any(p->src),
-      any(p->wei), any(p->dst), spatial(g, g.str), dil, pl, pr, user_scratchpad_attr());
+      any(p->wei), want_dst, spatial(g, g.str), dil, pl, pr, user_scratchpad_attr());
   p->bsrc = pd.src_desc(), p->bwei = pd.weights_desc(), p->bdst = pd.dst_desc();
   return pd;
 }
