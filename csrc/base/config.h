@@ -11,10 +11,16 @@ struct Config {
   // TORCH_TPU_HOST_FUSION=0 turns off fused loops in the host runtime (each node then runs
   // as its own kernel). Default on. Compile options can override it per executable.
   bool host_fusion = true;
-  // Single f32 GEMMs run through oneDNN, on the OpenMP thread pool the rest of the host
-  // runtime uses; TORCH_TPU_GEMM=openblas selects OpenBLAS sgemm (its own pthread pool, which
-  // spins between calls and contends with the OpenMP team: docs/decisions/gemm.md).
-  bool gemm_onednn = true;
+  // Which library kernel runs an f32 GEMM (TORCH_TPU_GEMM): by default (`auto`) each shape
+  // and layout times oneDNN's matmul primitive against oneDNN's sgemm on first use and keeps
+  // the faster; `matmul` or `sgemm` forces one; `openblas` sends a single f32 GEMM to OpenBLAS
+  // sgemm (its own pthread pool, which spins between calls and contends with ours:
+  // docs/decisions/gemm.md).
+  enum class Gemm : unsigned char { Auto, Matmul, Sgemm, OpenBlas };
+  Gemm gemm = Gemm::Auto;
+  // One f32 GEMM of at least this many multiply-adds runs whole on the OpenMP team instead of
+  // split across the host pool (TORCH_TPU_GEMM_TEAM_MACS; docs/decisions/gemm.md).
+  long long gemm_team_macs = 1LL << 27;
   // Fused eager: a window of more than this many IR nodes is flushed while recording goes on
   // (TORCH_TPU_FUSED_WINDOW_NODES), so the device runs one part while Python records the next.
   size_t fused_window_nodes = 4096;
@@ -26,7 +32,15 @@ inline const Config& config() {
     if (const char* v = std::getenv("TORCH_TPU_HOST_FUSION"))
       r.host_fusion = !(std::strcmp(v, "0") == 0 || std::strcmp(v, "false") == 0 ||
                         std::strcmp(v, "off") == 0);
-    if (const char* v = std::getenv("TORCH_TPU_GEMM")) r.gemm_onednn = std::strcmp(v, "openblas") != 0;
+    if (const char* v = std::getenv("TORCH_TPU_GEMM")) {
+      if (std::strcmp(v, "openblas") == 0) r.gemm = Config::Gemm::OpenBlas;
+      else if (std::strcmp(v, "matmul") == 0 || std::strcmp(v, "onednn") == 0) r.gemm = Config::Gemm::Matmul;
+      else if (std::strcmp(v, "sgemm") == 0) r.gemm = Config::Gemm::Sgemm;
+    }
+    if (const char* v = std::getenv("TORCH_TPU_GEMM_TEAM_MACS")) {
+      long long n = std::strtoll(v, nullptr, 10);
+      if (n > 0) r.gemm_team_macs = n;
+    }
     if (const char* v = std::getenv("TORCH_TPU_FUSED_WINDOW_NODES")) {
       long n = std::strtol(v, nullptr, 10);
       if (n > 0) r.fused_window_nodes = static_cast<size_t>(n);

@@ -1,7 +1,9 @@
-// host::gemm: a plain loop for tiny problems; oneDNN matmul for f32 and bf16 (one primitive per shape, layout and type,
-// created on first use and kept in a process-wide cache; a mutex guards the map, and oneDNN
-// allows executing one primitive from several threads); OpenBLAS dgemm for f64, and sgemm
-// for a single f32 GEMM when TORCH_TPU_GEMM=openblas. See docs/decisions/gemm.md.
+// host::gemm: a plain loop for tiny problems; oneDNN matmul for bf16 (one primitive per shape,
+// layout and type, created on first use and kept in a process-wide cache; a mutex guards the
+// map, and oneDNN allows executing one primitive from several threads); for f32 the faster of
+// that primitive and oneDNN's sgemm, timed per cache entry on its first call; OpenBLAS dgemm
+// for f64, and sgemm for a single f32 GEMM when TORCH_TPU_GEMM=openblas. See
+// docs/decisions/gemm.md.
 #include "runtime/host/gemm.h"
 
 #include "runtime/host/dnnl_scratch.h"
@@ -9,8 +11,12 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <dnnl.hpp>
+#include <functional>
 #include <map>
 #include <omp.h>
 #include <memory>
@@ -44,9 +50,13 @@ Mat whole(int64_t b, int64_t rows, int64_t cols, bool trans) {
   return {{b, rows, cols}, trans ? memory::dims{rows * cols, 1, rows} : memory::dims{rows * cols, cols, 1}};
 }
 
+// Which kernel runs an entry's f32 problem: unknown until its first call times both.
+enum Kernel : int { kUntuned = -1, kMatmul = 0, kSgemm = 1 };
+
 struct Entry {
   dnnl::matmul prim;
   memory::desc a, b, c, scratch;
+  std::atomic<int> kernel{kUntuned};
 };
 
 // The key: the three operands' dims and strides, the type, and the creating thread's OpenMP
@@ -88,14 +98,88 @@ std::shared_ptr<Entry> lookup(const Mat& a, const Mat& b, const Mat& c, GemmType
   return cache.emplace(key, e).first->second;
 }
 
+void run_matmul(const Entry& e, const void* a, const void* b, float* c) {
+  thread_local dnnl::stream stream(engine());
+  memory xa(e.a, engine(), const_cast<void*>(a)), xb(e.b, engine(), const_cast<void*>(b));
+  memory xc(e.c, engine(), c);
+  e.prim.execute(stream, {{DNNL_ARG_SRC, xa}, {DNNL_ARG_WEIGHTS, xb}, {DNNL_ARG_DST, xc},
+                          {DNNL_ARG_SCRATCHPAD, thread_scratchpad(engine(), e.scratch)}});
+  stream.wait();
+}
+
+// A [batch, rows, cols] operand as dnnl_sgemm reads it (row-major, one call per batch):
+// 'N' with ld = the row stride, or 'T' (stored [cols, rows]) with ld = the column stride.
+struct SgemmOperand {
+  char trans;
+  int64_t ld;
+};
+
+bool sgemm_operand(const Mat& m, SgemmOperand* out) {
+  const int64_t rows = m.dims[1], cols = m.dims[2];
+  if (m.strides[2] == 1 && m.strides[1] >= std::max<int64_t>(cols, 1)) *out = {'N', m.strides[1]};
+  else if (m.strides[1] == 1 && m.strides[2] >= std::max<int64_t>(rows, 1)) *out = {'T', m.strides[2]};
+  else return false;
+  return true;
+}
+
+// oneDNN's sgemm (its jit GEMM kernels, the ones PyTorch's mkldnn matmul used before brgemm):
+// on AVX2 it runs at OpenBLAS's speed where the matmul primitive's brgemm reaches 35-80 % of it
+// (docs/decisions/gemm.md). Threads: the calling thread's OpenMP count (1 here).
+void run_sgemm(const Mat& ma, const Mat& mb, const Mat& mc, const float* a, const float* b, float* c) {
+  SgemmOperand oa{}, ob{};
+  TPU_CHECK(sgemm_operand(ma, &oa) && sgemm_operand(mb, &ob) && mc.strides[2] == 1,
+            "[host gemm] sgemm got a layout it cannot read");
+  const int64_t M = mc.dims[1], N = mc.dims[2], K = ma.dims[2];
+  for (int64_t i = 0; i < mc.dims[0]; ++i) {
+    dnnl_status_t st = dnnl_sgemm(oa.trans, ob.trans, M, N, K, 1.0f, a + i * ma.strides[0], oa.ld, b + i * mb.strides[0],
+                                  ob.ld, 0.0f, c + i * mc.strides[0], mc.strides[1]);
+    TPU_CHECK(st == dnnl_success, "[host gemm] dnnl_sgemm failed; got status ", static_cast<int>(st),
+              ", expected success");
+  }
+}
+
+// Products below this many multiply-adds are not timed: the matmul primitive keeps them.
+constexpr int64_t kTuneMacs = int64_t{1} << 16;
+
+double seconds_of(const std::function<void()>& f) {
+  auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The first call of an f32 entry runs both kernels twice, interleaved, and publishes the faster
+// (the first thread to finish decides; the output is left by the published kernel, so every
+// call of this shape in the process gives the same bits).
+int tune(Entry& e, const Mat& ma, const Mat& mb, const Mat& mc, const float* a, const float* b, float* c) {
+  auto matmul = [&] { run_matmul(e, a, b, c); };
+  auto sgemm = [&] { run_sgemm(ma, mb, mc, a, b, c); };
+  double tm = seconds_of(matmul), ts = seconds_of(sgemm);
+  tm = std::min(tm, seconds_of(matmul));
+  ts = std::min(ts, seconds_of(sgemm));
+  int want = ts < tm ? kSgemm : kMatmul;
+  int expected = kUntuned;
+  if (!e.kernel.compare_exchange_strong(expected, want)) want = expected;
+  if (want == kMatmul) matmul();  // the last timed run was sgemm's
+  return want;
+}
+
 void run_dnnl(const Mat& ma, const Mat& mb, const Mat& mc, GemmType t, const void* a, const void* b, float* c) {
   auto e = lookup(ma, mb, mc, t);
-  thread_local dnnl::stream stream(engine());
-  memory xa(e->a, engine(), const_cast<void*>(a)), xb(e->b, engine(), const_cast<void*>(b));
-  memory xc(e->c, engine(), c);
-  e->prim.execute(stream, {{DNNL_ARG_SRC, xa}, {DNNL_ARG_WEIGHTS, xb}, {DNNL_ARG_DST, xc},
-                           {DNNL_ARG_SCRATCHPAD, thread_scratchpad(engine(), e->scratch)}});
-  stream.wait();
+  if (t == GemmType::F32) {
+    int k = e->kernel.load(std::memory_order_relaxed);
+    if (k == kUntuned) {
+      SgemmOperand oa{}, ob{};
+      const auto pick = config().gemm;
+      const bool readable = sgemm_operand(ma, &oa) && sgemm_operand(mb, &ob) && mc.strides[2] == 1;
+      const bool big = ma.dims[0] * ma.dims[1] * ma.dims[2] * mb.dims[2] >= kTuneMacs;
+      if (!readable || pick == Config::Gemm::Matmul || (pick != Config::Gemm::Sgemm && !big)) k = kMatmul;
+      else if (pick == Config::Gemm::Sgemm) k = kSgemm;
+      else return void(tune(*e, ma, mb, mc, static_cast<const float*>(a), static_cast<const float*>(b), c));
+      e->kernel.store(k, std::memory_order_relaxed);
+    }
+    if (k == kSgemm) return run_sgemm(ma, mb, mc, static_cast<const float*>(a), static_cast<const float*>(b), c);
+  }
+  run_matmul(*e, a, b, c);
 }
 
 // Runs the problem as `parts` single-threaded oneDNN calls on the host pool (parallel.h), split
@@ -119,13 +203,18 @@ bool gemm_split(const GemmShape& s, GemmType t, const void* a, const void* b, fl
   if (s.batch * s.m * s.n * s.k < kSplitGemm) threads = 1;
   const int64_t es = t == GemmType::F32 ? 4 : 2;
   const int64_t B = s.batch, M = s.m, N = s.n, K = s.k;
-  // Splits: batch when there are enough, else rows (at least 32 each), else columns.
+  // Splits: batch when there are enough, else along the longer of rows (at least 32 each) and
+  // columns (at least 64 each). Each part packs (and streams from memory) all of the operand
+  // the split does not cut: split by rows, every part reads all of B (K x N); by columns, all
+  // of A (M x K). A weight gradient (128 x 1024 x 512, A transposed) ran at 34 GFLOP/s per
+  // part split by rows, each part reading all of the 2 MB B for 64 rows of work.
   enum { kWhole, kBatch, kRows, kCols } how = kWhole;
   int64_t extent = 1;
   if (threads > 1) {
+    const bool rows_ok = M >= 32 * threads, cols_ok = N >= 64 * threads;
     if (B >= threads) how = kBatch, extent = B;
-    else if (M >= 32 * threads) how = kRows, extent = M;
-    else if (N >= 64 * threads) how = kCols, extent = N;
+    else if (rows_ok && (M >= N || !cols_ok)) how = kRows, extent = M;
+    else if (cols_ok) how = kCols, extent = N;
   }
   if (how == kWhole) return false;
   const char* pa = static_cast<const char*>(a);
@@ -155,6 +244,17 @@ bool gemm_split(const GemmShape& s, GemmType t, const void* a, const void* b, fl
   };
   parallel_chunks(extent, threads, part);  // one part per thread
   return true;
+}
+
+// One large f32 GEMM runs as one library call on the calling thread's OpenMP team instead of
+// split parts: the library's threads share packed panels of B, where two independent parts
+// each pack (and stream from memory) all of it. 512x768x3072 on this 2-vCPU AVX2 VM: split
+// 75-89 GFLOP/s, one sgemm on two OpenMP threads 155-158 (PyTorch's OpenBLAS 150-178). The
+// team's wake-up (~20-100 us, docs/decisions/host-thread-pool.md) is a few percent of a
+// product this large.
+bool gemm_on_team(const GemmShape& s, GemmType t) {
+  return t == GemmType::F32 && s.batch == 1 && s.m * s.n * s.k >= config().gemm_team_macs && !pool::in_task() &&
+         omp_get_max_threads() > 1 && config().gemm != Config::Gemm::Matmul;
 }
 
 // Problems this small (an 8x8 or 16x16 matmul, a few heads of a tiny attention) cost less in
@@ -218,17 +318,28 @@ void gemm(const GemmShape& s, GemmType t, const void* a, const void* b, float* c
     return;
   }
   TPU_CHECK(t == GemmType::F32 || gemm_has_bf16(), "[host gemm] no bf16 kernel on this CPU");
-  if (t == GemmType::F32 && s.batch == 1 && !config().gemm_onednn) {  // OpenBLAS (TORCH_TPU_GEMM=openblas)
+  if (t == GemmType::F32 && s.batch == 1 && config().gemm == Config::Gemm::OpenBlas) {  // TORCH_TPU_GEMM=openblas
     auto ta = s.trans_a ? CblasTrans : CblasNoTrans, tb = s.trans_b ? CblasTrans : CblasNoTrans;
     int lda = static_cast<int>(s.trans_a ? s.m : s.k), ldb = static_cast<int>(s.trans_b ? s.k : s.n);
     cblas_sgemm(CblasRowMajor, ta, tb, s.m, s.n, s.k, 1.0f, static_cast<const float*>(a), lda,
                 static_cast<const float*>(b), ldb, 0.0f, c, s.n);
     return;
   }
+  if (gemm_on_team(s, t)) {
+    run_dnnl(whole(1, s.m, s.k, s.trans_a), whole(1, s.k, s.n, s.trans_b), whole(1, s.m, s.n, false), t, a, b, c);
+    return;
+  }
   if (gemm_split(s, t, a, b, c)) return;
   OmpThreads one(1);  // small: one thread (an OpenMP team's wake-up costs more than it saves)
   run_dnnl(whole(s.batch, s.m, s.k, s.trans_a), whole(s.batch, s.k, s.n, s.trans_b), whole(s.batch, s.m, s.n, false),
            t, a, b, c);
+}
+
+void gemm_f32_with(const GemmShape& s, GemmKernel k, const float* a, const float* b, float* c) {
+  Mat ma = whole(s.batch, s.m, s.k, s.trans_a), mb = whole(s.batch, s.k, s.n, s.trans_b), mc = whole(s.batch, s.m, s.n, false);
+  if (k == GemmKernel::Sgemm) return run_sgemm(ma, mb, mc, a, b, c);
+  if (k == GemmKernel::Matmul) return run_matmul(*lookup(ma, mb, mc, GemmType::F32), a, b, c);
+  run_dnnl(ma, mb, mc, GemmType::F32, a, b, c);
 }
 
 void gemm_f64(const GemmShape& s, const double* a, const double* b, double* c) {

@@ -1,9 +1,11 @@
 // The host GEMM: batched row-major C[b] = op(A[b]) * op(B[b]) with f32 accumulation and an
-// f32 result: oneDNN matmul (primitives cached by shape) for bf16 and f32 (OpenBLAS sgemm for
-// one f32 GEMM only with TORCH_TPU_GEMM=openblas: its spinning pthread pool fights our
-// threads, docs/decisions/gemm.md), OpenBLAS for f64. Operands are f32, or bf16 where the CPU
-// has a native bf16 kernel (gemm_has_bf16()). Thread-safe; synchronous on the calling thread.
-// Large products run as single-threaded oneDNN calls, one per host pool thread (parallel.h).
+// f32 result: oneDNN matmul (primitives cached by shape) for bf16; for f32 the faster of that
+// primitive and oneDNN's sgemm, timed per shape and layout on first use (OpenBLAS sgemm for one
+// f32 GEMM only with TORCH_TPU_GEMM=openblas: its spinning pthread pool fights our threads,
+// docs/decisions/gemm.md); OpenBLAS for f64. Operands are f32, or bf16 where the CPU has a
+// native bf16 kernel (gemm_has_bf16()). Thread-safe; synchronous on the calling thread.
+// Large products run as single-threaded oneDNN calls, one per host pool thread (parallel.h);
+// one f32 product of at least 2^27 multiply-adds runs whole on the OpenMP team.
 #pragma once
 #include <cstdint>
 
@@ -41,6 +43,11 @@ bool gemm_small(const GemmShape& s, SmallPrecision p, const float* a, const floa
 // Whether gemm_small takes a product of `batch` x [m, k] rows (planners use it to skip
 // packing scratch and operand rewrites for the shapes it handles).
 bool gemm_small_takes(int64_t batch, int64_t m, int64_t k);
+
+// One f32 product by a named library kernel, whole and on this thread's OpenMP team (tests:
+// gemm picks between them per shape; Auto is gemm's choice for this call).
+enum class GemmKernel : uint8_t { Auto, Matmul, Sgemm };
+void gemm_f32_with(const GemmShape& s, GemmKernel k, const float* a, const float* b, float* c);
 
 // Same for f64 (OpenBLAS dgemm, one call per batch).
 void gemm_f64(const GemmShape& s, const double* a, const double* b, double* c);

@@ -49,16 +49,28 @@ using V = hn::Vec<D>;
 using DU = hn::RebindToUnsigned<D>;
 
 // Register tiles: accumulators + the split weight vectors must fit the register file.
+// Rounding a weight vector costs ~8 vector integer ops against one FMA per row of A that uses
+// it, so tiles take as many rows as the registers allow and as few weight vectors as keep the
+// FMA units busy.
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3  // 32 vector registers
 constexpr int kMR = 8;  // rows of A per tile
 constexpr int kNR = 3;  // [N,K] weight: rows (dot products along K) per tile
 constexpr int kNV = 3;  // [K,N] weight: vectors of columns per tile
-#else  // 16 registers
-constexpr int kMR = 4, kNR = 3, kNV = 2;
-#endif
+constexpr int mr_nk(int) { return kMR; }
+constexpr int mr_kn(int) { return kMR; }
 // HIGH holds two parts of each weight vector (and of A's): one weight row / vector fewer.
 constexpr int nr_of(int P) { return P == kHigh ? kNR - 1 : kNR; }
-constexpr int nv_of(int P) { return P == kHigh && kNV > 2 ? kNV - 1 : kNV; }
+constexpr int nv_of(int P) { return P == kHigh ? kNV - 1 : kNV; }
+constexpr bool kTallKn = false;
+#else  // 16 registers. DEFAULT: 8 rows x 1 weight row / vector (8 accumulators; on AVX2 M = 8
+// ran at 1.6-1.9x the 4 x 3 / 4 x 2 tiles, which rounded each weight vector twice as often per
+// FMA and streamed a [K,N] weight once per 4 rows). HIGH: 4 x 2.
+constexpr int mr_nk(int P) { return P == kHigh ? 4 : 8; }
+constexpr int mr_kn(int) { return 4; }
+constexpr int nr_of(int P) { return P == kHigh ? 2 : 1; }
+constexpr int nv_of(int) { return 2; }
+constexpr bool kTallKn = true;  // DEFAULT [K,N] row groups of 5-8 rows: 8 x 1 vector tiles
+#endif
 
 // numeric.h's round_bf16 on each lane, bit for bit: RNE on the bit pattern, NaN quieted
 // (payload top bits kept), a carry out of the max finite value gives inf. Flush: results
@@ -177,8 +189,8 @@ HWY_NOINLINE void tile_kn(const float* HWY_RESTRICT a, int64_t lda, int64_t lo, 
     }
 }
 
-// Run-time rows/columns -> the tile instantiation (MR counts down from kMR).
-template <int P, bool Flush, int MR = kMR, int NR = nr_of(P)>
+// Run-time rows/columns -> the tile instantiation (MR counts down from mr_of(P)).
+template <int P, bool Flush, int MR = mr_nk(P), int NR = nr_of(P)>
 void nk(int mr, int nr, const float* a, int64_t kp, int64_t lo, const float* w, int64_t K, float* c, int64_t ldc) {
   if (mr != MR) {
     if constexpr (MR > 1) nk<P, Flush, MR - 1, NR>(mr, nr, a, kp, lo, w, K, c, ldc);
@@ -189,7 +201,7 @@ void nk(int mr, int nr, const float* a, int64_t kp, int64_t lo, const float* w, 
   }
 }
 
-template <int P, bool Flush, bool Partial, int NV, int MR = kMR>
+template <int P, bool Flush, bool Partial, int NV, int MR = mr_kn(P)>
 void kn(int mr, const float* a, int64_t lda, int64_t lo, const float* w, int64_t ldw, int64_t K, float* c,
         int64_t ldc, size_t last) {
   if (mr != MR) {
@@ -206,8 +218,9 @@ void columns(const GemmShape& s, const float* a, int64_t kp, int64_t lo, const f
   const int64_t M = s.m, N = s.n, K = s.k;
   const int64_t L = static_cast<int64_t>(hn::Lanes(D()));
   constexpr int NR = nr_of(P), NV = nv_of(P);
-  for (int64_t m0 = 0; m0 < M; m0 += kMR) {
-    const int mr = static_cast<int>(std::min<int64_t>(kMR, M - m0));
+  const int64_t MRP = s.trans_b ? mr_nk(P) : kTallKn && P == kDefault ? 8 : mr_kn(P);
+  for (int64_t m0 = 0; m0 < M; m0 += MRP) {
+    const int mr = static_cast<int>(std::min<int64_t>(MRP, M - m0));
     float* cm = c + m0 * N;
     if (s.trans_b) {
       for (int64_t j = j0; j < j1; j += NR) {
@@ -217,6 +230,13 @@ void columns(const GemmShape& s, const float* a, int64_t kp, int64_t lo, const f
     } else {
       const float* am = a + m0;  // k-major rows of M
       int64_t j = j0;
+      if constexpr (kTallKn && P == kDefault) {
+        if (mr > 4) {  // 8 x 1: each weight vector rounded once per 8 rows
+          for (; j + L <= j1; j += L) kn<P, Flush, false, 1, 8>(mr, am, M, lo, w + j, N, K, cm + j, N, 0);
+          if (j < j1) kn<P, Flush, true, 1, 8>(mr, am, M, lo, w + j, N, K, cm + j, N, static_cast<size_t>(j1 - j));
+          continue;
+        }
+      }
       for (; j + NV * L <= j1; j += NV * L) kn<P, Flush, false, NV>(mr, am, M, lo, w + j, N, K, cm + j, N, 0);
       for (; j + L <= j1; j += L) kn<P, Flush, false, 1>(mr, am, M, lo, w + j, N, K, cm + j, N, 0);
       if (j < j1) kn<P, Flush, true, 1>(mr, am, M, lo, w + j, N, K, cm + j, N, static_cast<size_t>(j1 - j));
