@@ -1,7 +1,8 @@
 // host::gemm: a plain loop for tiny problems; oneDNN matmul for bf16 (one primitive per shape,
 // layout and type, created on first use and kept in a process-wide cache; a mutex guards the
-// map, and oneDNN allows executing one primitive from several threads); for f32 the faster of
-// that primitive and oneDNN's sgemm, timed per cache entry on its first call; OpenBLAS dgemm
+// map, and oneDNN allows executing one primitive from several threads); for f32 that primitive
+// on AVX-512 CPUs and oneDNN's sgemm on others (or the faster of the two, timed per cache entry
+// on its first call, with TORCH_TPU_GEMM=tune); OpenBLAS dgemm
 // for f64, and sgemm for a single f32 GEMM when TORCH_TPU_GEMM=openblas. See
 // docs/decisions/gemm.md.
 #include "runtime/host/gemm.h"
@@ -147,7 +148,7 @@ double seconds_of(const std::function<void()>& f) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// The first call of an f32 entry runs both kernels twice, interleaved, and publishes the faster
+// TORCH_TPU_GEMM=tune: the first call of an f32 entry runs both kernels twice, interleaved, and publishes the faster
 // (the first thread to finish decides; the output is left by the published kernel, so every
 // call of this shape in the process gives the same bits).
 int tune(Entry& e, const Mat& ma, const Mat& mb, const Mat& mc, const float* a, const float* b, float* c) {
@@ -163,6 +164,15 @@ int tune(Entry& e, const Mat& ma, const Mat& mb, const Mat& mc, const float* a, 
   return want;
 }
 
+// The kernel without timing (TORCH_TPU_GEMM unset: the same in every process on a machine, so
+// runs repeat bit for bit): sgemm where oneDNN's matmul has no AVX-512 kernels (its AVX2 brgemm
+// ran at 35-80 % of sgemm on large and transposed shapes, docs/decisions/gemm.md), else the
+// matmul primitive (measured on AVX-512 machines since session 2).
+int rule_kernel() {
+  static const int k = dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core ? kMatmul : kSgemm;
+  return k;
+}
+
 void run_dnnl(const Mat& ma, const Mat& mb, const Mat& mc, GemmType t, const void* a, const void* b, float* c) {
   auto e = lookup(ma, mb, mc, t);
   if (t == GemmType::F32) {
@@ -172,9 +182,11 @@ void run_dnnl(const Mat& ma, const Mat& mb, const Mat& mc, GemmType t, const voi
       const auto pick = config().gemm;
       const bool readable = sgemm_operand(ma, &oa) && sgemm_operand(mb, &ob) && mc.strides[2] == 1;
       const bool big = ma.dims[0] * ma.dims[1] * ma.dims[2] * mb.dims[2] >= kTuneMacs;
-      if (!readable || pick == Config::Gemm::Matmul || (pick != Config::Gemm::Sgemm && !big)) k = kMatmul;
+      if (!readable || pick == Config::Gemm::Matmul) k = kMatmul;
       else if (pick == Config::Gemm::Sgemm) k = kSgemm;
-      else return void(tune(*e, ma, mb, mc, static_cast<const float*>(a), static_cast<const float*>(b), c));
+      else if (pick == Config::Gemm::Tune && big)
+        return void(tune(*e, ma, mb, mc, static_cast<const float*>(a), static_cast<const float*>(b), c));
+      else k = rule_kernel();
       e->kernel.store(k, std::memory_order_relaxed);
     }
     if (k == kSgemm) return run_sgemm(ma, mb, mc, static_cast<const float*>(a), static_cast<const float*>(b), c);
@@ -339,6 +351,12 @@ void gemm_f32_with(const GemmShape& s, GemmKernel k, const float* a, const float
   Mat ma = whole(s.batch, s.m, s.k, s.trans_a), mb = whole(s.batch, s.k, s.n, s.trans_b), mc = whole(s.batch, s.m, s.n, false);
   if (k == GemmKernel::Sgemm) return run_sgemm(ma, mb, mc, a, b, c);
   if (k == GemmKernel::Matmul) return run_matmul(*lookup(ma, mb, mc, GemmType::F32), a, b, c);
+  if (k == GemmKernel::Tune) {
+    auto e = lookup(ma, mb, mc, GemmType::F32);
+    SgemmOperand oa{}, ob{};
+    if (e->kernel.load() == kUntuned && sgemm_operand(ma, &oa) && sgemm_operand(mb, &ob))
+      return void(tune(*e, ma, mb, mc, a, b, c));
+  }
   run_dnnl(ma, mb, mc, GemmType::F32, a, b, c);
 }
 

@@ -1,6 +1,7 @@
 // The host GEMM: batched row-major C[b] = op(A[b]) * op(B[b]) with f32 accumulation and an
-// f32 result: oneDNN matmul (primitives cached by shape) for bf16; for f32 the faster of that
-// primitive and oneDNN's sgemm, timed per shape and layout on first use (OpenBLAS sgemm for one
+// f32 result: oneDNN matmul (primitives cached by shape) for bf16; for f32 that primitive on
+// AVX-512 CPUs, oneDNN's sgemm on others, or the faster of the two timed per shape with
+// TORCH_TPU_GEMM=tune (OpenBLAS sgemm for one
 // f32 GEMM only with TORCH_TPU_GEMM=openblas: its spinning pthread pool fights our threads,
 // docs/decisions/gemm.md); OpenBLAS for f64. Operands are f32, or bf16 where the CPU has a
 // native bf16 kernel (gemm_has_bf16()). Thread-safe; synchronous on the calling thread.
@@ -44,9 +45,10 @@ bool gemm_small(const GemmShape& s, SmallPrecision p, const float* a, const floa
 // packing scratch and operand rewrites for the shapes it handles).
 bool gemm_small_takes(int64_t batch, int64_t m, int64_t k);
 
-// One f32 product by a named library kernel, whole and on this thread's OpenMP team (tests:
-// gemm picks between them per shape; Auto is gemm's choice for this call).
-enum class GemmKernel : uint8_t { Auto, Matmul, Sgemm };
+// One f32 product by a named library kernel, whole and on this thread's OpenMP team (tests).
+// Auto: gemm's kernel for the shape (once chosen, kept per shape); Tune: the shape's first
+// call times both kernels and keeps the faster (TORCH_TPU_GEMM=tune's path).
+enum class GemmKernel : uint8_t { Auto, Matmul, Sgemm, Tune };
 void gemm_f32_with(const GemmShape& s, GemmKernel k, const float* a, const float* b, float* c);
 
 // Same for f64 (OpenBLAS dgemm, one call per batch).
