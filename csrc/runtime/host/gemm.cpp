@@ -1,8 +1,8 @@
 // host::gemm: a plain loop for tiny problems; oneDNN matmul for bf16 (one primitive per shape,
 // layout and type, created on first use and kept in a process-wide cache; a mutex guards the
-// map, and oneDNN allows executing one primitive from several threads); for f32 that primitive
-// on AVX-512 CPUs and oneDNN's sgemm on others (or the faster of the two, timed per cache entry
-// on its first call, with TORCH_TPU_GEMM=tune); OpenBLAS dgemm
+// map, and oneDNN allows executing one primitive from several threads); for f32 the faster of
+// that primitive and oneDNN's sgemm, timed per cache entry on its first call (a fixed rule with
+// TORCH_TPU_GEMM=fixed, and below the timing size); OpenBLAS dgemm
 // for f64, and sgemm for a single f32 GEMM when TORCH_TPU_GEMM=openblas. See
 // docs/decisions/gemm.md.
 #include "runtime/host/gemm.h"
@@ -148,7 +148,7 @@ double seconds_of(const std::function<void()>& f) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// TORCH_TPU_GEMM=tune: the first call of an f32 entry runs both kernels twice, interleaved, and publishes the faster
+// The first call of an f32 entry runs both kernels twice, interleaved, and publishes the faster
 // (the first thread to finish decides; the output is left by the published kernel, so every
 // call of this shape in the process gives the same bits).
 int tune(Entry& e, const Mat& ma, const Mat& mb, const Mat& mc, const float* a, const float* b, float* c) {
@@ -164,8 +164,8 @@ int tune(Entry& e, const Mat& ma, const Mat& mb, const Mat& mc, const float* a, 
   return want;
 }
 
-// The kernel without timing (TORCH_TPU_GEMM unset: the same in every process on a machine, so
-// runs repeat bit for bit): sgemm where oneDNN's matmul has no AVX-512 kernels (its AVX2 brgemm
+// The kernel without timing (TORCH_TPU_GEMM=fixed, and products too small to time: the same in
+// every process on a machine): sgemm where oneDNN's matmul has no AVX-512 kernels (its AVX2 brgemm
 // ran at 35-80 % of sgemm on large and transposed shapes, docs/decisions/gemm.md), else the
 // matmul primitive (measured on AVX-512 machines since session 2).
 int rule_kernel() {
@@ -186,7 +186,7 @@ void run_dnnl(const Mat& ma, const Mat& mb, const Mat& mc, GemmType t, const voi
       else if (pick == Config::Gemm::Sgemm) k = kSgemm;
       else if (pick == Config::Gemm::Tune && big)
         return void(tune(*e, ma, mb, mc, static_cast<const float*>(a), static_cast<const float*>(b), c));
-      else k = rule_kernel();
+      else k = pick == Config::Gemm::Tune ? kMatmul : rule_kernel();
       e->kernel.store(k, std::memory_order_relaxed);
     }
     if (k == kSgemm) return run_sgemm(ma, mb, mc, static_cast<const float*>(a), static_cast<const float*>(b), c);

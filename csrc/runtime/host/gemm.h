@@ -1,12 +1,12 @@
 // The host GEMM: batched row-major C[b] = op(A[b]) * op(B[b]) with f32 accumulation and an
-// f32 result: oneDNN matmul (primitives cached by shape) for bf16; for f32 that primitive on
-// AVX-512 CPUs, oneDNN's sgemm on others, or the faster of the two timed per shape with
-// TORCH_TPU_GEMM=tune (OpenBLAS sgemm for one
+// f32 result: oneDNN matmul (primitives cached by shape) for bf16; for f32 the faster of that
+// primitive and oneDNN's sgemm, timed per shape on first use (TORCH_TPU_GEMM=fixed: a rule by
+// CPU, the same in every process) (OpenBLAS sgemm for one
 // f32 GEMM only with TORCH_TPU_GEMM=openblas: its spinning pthread pool fights our threads,
 // docs/decisions/gemm.md); OpenBLAS for f64. Operands are f32, or bf16 where the CPU has a
 // native bf16 kernel (gemm_has_bf16()). Thread-safe; synchronous on the calling thread.
 // Large products run as single-threaded oneDNN calls, one per host pool thread (parallel.h);
-// one f32 product of at least 2^27 multiply-adds runs whole on the OpenMP team.
+// one f32 product of at least 2^29 multiply-adds runs whole on the OpenMP team.
 #pragma once
 #include <cstdint>
 
