@@ -189,6 +189,49 @@ HWY_NOINLINE void tile_kn(const float* HWY_RESTRICT a, int64_t lda, int64_t lo, 
     }
 }
 
+// DEFAULT [K,N] weight, streamed by rows: for a strip of columns, each weight row's part is
+// read contiguously (a register tile instead reads 32-64 bytes per weight row, one page
+// apart), rounded once, and FMAed into C rows kept in L1, 4 weight rows per C load/store.
+// Per column the sum runs over k in order from +0, as in tile_kn: the same bits.
+template <bool Flush>
+HWY_NOINLINE void stream_kn(int mr, const float* HWY_RESTRICT a, int64_t lda, const float* HWY_RESTRICT w,
+                            int64_t ldw, int64_t K, float* HWY_RESTRICT c, int64_t ldc, int64_t j0, int64_t j1) {
+  const D d;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(d));
+  constexpr int64_t kStrip = 512;  // columns: 8 rows of C = 16 KB
+  constexpr int KB = 4;
+  for (int64_t jb = j0; jb < j1; jb += kStrip) {
+    const int64_t je = std::min(j1, jb + kStrip);
+    for (int m = 0; m < mr; ++m) std::fill(c + m * ldc + jb, c + m * ldc + je, 0.0f);
+    for (int64_t k = 0; k < K; k += KB) {
+      const int kb = static_cast<int>(std::min<int64_t>(KB, K - k));
+      for (int64_t j = jb; j < je; j += L) {
+        const size_t n = static_cast<size_t>(std::min<int64_t>(L, je - j));
+        const bool full = static_cast<int64_t>(n) == L;
+        V wv[KB];
+        for (int t = 0; t < KB; ++t) {
+          if (t < kb) {
+            const float* src = w + (k + t) * ldw + j;
+            wv[t] = round_v<Flush>(full ? hn::LoadU(d, src) : hn::LoadN(d, src, n));
+          }
+        }
+        for (int m = 0; m < mr; ++m) {
+          float* cp = c + m * ldc + j;
+          V acc = full ? hn::LoadU(d, cp) : hn::LoadN(d, cp, n);
+          const float* ak = a + k * lda + m;
+          if (kb == KB) {
+            for (int t = 0; t < KB; ++t) acc = hn::MulAdd(hn::Set(d, ak[t * lda]), wv[t], acc);
+          } else {
+            for (int t = 0; t < kb; ++t) acc = hn::MulAdd(hn::Set(d, ak[t * lda]), wv[t], acc);
+          }
+          if (full) hn::StoreU(acc, d, cp);
+          else hn::StoreN(acc, d, cp, n);
+        }
+      }
+    }
+  }
+}
+
 // Run-time rows/columns -> the tile instantiation (MR counts down from mr_of(P)).
 template <int P, bool Flush, int MR = mr_nk(P), int NR = nr_of(P)>
 void nk(int mr, int nr, const float* a, int64_t kp, int64_t lo, const float* w, int64_t K, float* c, int64_t ldc) {
@@ -231,6 +274,10 @@ void columns(const GemmShape& s, const float* a, int64_t kp, int64_t lo, const f
       const float* am = a + m0;  // k-major rows of M
       int64_t j = j0;
       if constexpr (kTallKn && P == kDefault) {
+        if (mr <= 2) {  // one or two rows: a register tile re-reads strided weight lines per row
+          stream_kn<Flush>(mr, am, M, w, N, K, cm, N, j0, j1);
+          continue;
+        }
         if (mr > 4) {  // 8 x 1: each weight vector rounded once per 8 rows
           for (; j + L <= j1; j += L) kn<P, Flush, false, 1, 8>(mr, am, M, lo, w + j, N, K, cm + j, N, 0);
           if (j < j1) kn<P, Flush, true, 1, 8>(mr, am, M, lo, w + j, N, K, cm + j, N, static_cast<size_t>(j1 - j));
