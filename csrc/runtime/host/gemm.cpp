@@ -17,7 +17,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <dnnl.hpp>
-#include <functional>
 #include <map>
 #include <omp.h>
 #include <memory>
@@ -123,13 +122,17 @@ bool sgemm_operand(const Mat& m, SgemmOperand* out) {
   return true;
 }
 
+// Whether dnnl_sgemm can read all three operands as laid out.
+bool sgemm_reads(const Mat& ma, const Mat& mb, const Mat& mc, SgemmOperand* oa, SgemmOperand* ob) {
+  return sgemm_operand(ma, oa) && sgemm_operand(mb, ob) && mc.strides[2] == 1;
+}
+
 // oneDNN's sgemm (its jit GEMM kernels, the ones PyTorch's mkldnn matmul used before brgemm):
 // on AVX2 it runs at OpenBLAS's speed where the matmul primitive's brgemm reaches 35-80 % of it
 // (docs/decisions/gemm.md). Threads: the calling thread's OpenMP count (1 here).
 void run_sgemm(const Mat& ma, const Mat& mb, const Mat& mc, const float* a, const float* b, float* c) {
   SgemmOperand oa{}, ob{};
-  TPU_CHECK(sgemm_operand(ma, &oa) && sgemm_operand(mb, &ob) && mc.strides[2] == 1,
-            "[host gemm] sgemm got a layout it cannot read");
+  TPU_CHECK(sgemm_reads(ma, mb, mc, &oa, &ob), "[host gemm] sgemm got a layout it cannot read");
   const int64_t M = mc.dims[1], N = mc.dims[2], K = ma.dims[2];
   for (int64_t i = 0; i < mc.dims[0]; ++i) {
     dnnl_status_t st = dnnl_sgemm(oa.trans, ob.trans, M, N, K, 1.0f, a + i * ma.strides[0], oa.ld, b + i * mb.strides[0],
@@ -142,7 +145,8 @@ void run_sgemm(const Mat& ma, const Mat& mb, const Mat& mc, const float* a, cons
 // Products below this many multiply-adds are not timed: the matmul primitive keeps them.
 constexpr int64_t kTuneMacs = int64_t{1} << 16;
 
-double seconds_of(const std::function<void()>& f) {
+template <class F>
+double seconds_of(F&& f) {
   auto t0 = std::chrono::steady_clock::now();
   f();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -180,7 +184,7 @@ void run_dnnl(const Mat& ma, const Mat& mb, const Mat& mc, GemmType t, const voi
     if (k == kUntuned) {
       SgemmOperand oa{}, ob{};
       const auto pick = config().gemm;
-      const bool readable = sgemm_operand(ma, &oa) && sgemm_operand(mb, &ob) && mc.strides[2] == 1;
+      const bool readable = sgemm_reads(ma, mb, mc, &oa, &ob);
       const bool big = ma.dims[0] * ma.dims[1] * ma.dims[2] * mb.dims[2] >= kTuneMacs;
       if (!readable || pick == Config::Gemm::Matmul) k = kMatmul;
       else if (pick == Config::Gemm::Sgemm) k = kSgemm;
@@ -354,7 +358,7 @@ void gemm_f32_with(const GemmShape& s, GemmKernel k, const float* a, const float
   if (k == GemmKernel::Tune) {
     auto e = lookup(ma, mb, mc, GemmType::F32);
     SgemmOperand oa{}, ob{};
-    if (e->kernel.load() == kUntuned && sgemm_operand(ma, &oa) && sgemm_operand(mb, &ob))
+    if (e->kernel.load() == kUntuned && sgemm_reads(ma, mb, mc, &oa, &ob))
       return void(tune(*e, ma, mb, mc, a, b, c));
   }
   run_dnnl(ma, mb, mc, GemmType::F32, a, b, c);

@@ -198,7 +198,7 @@ HWY_NOINLINE void stream_kn(int mr, const float* HWY_RESTRICT a, int64_t lda, co
                             int64_t ldw, int64_t K, float* HWY_RESTRICT c, int64_t ldc, int64_t j0, int64_t j1) {
   const D d;
   const int64_t L = static_cast<int64_t>(hn::Lanes(d));
-  constexpr int64_t kStrip = 512;  // columns: 8 rows of C = 16 KB
+  constexpr int64_t kStrip = 512;  // columns: 2 KB per C row, in L1
   constexpr int KB = 4;
   for (int64_t jb = j0; jb < j1; jb += kStrip) {
     const int64_t je = std::min(j1, jb + kStrip);
