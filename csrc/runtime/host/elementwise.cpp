@@ -206,6 +206,16 @@ void convert_range(const Step&, const void* const* in, void* out, int64_t b, int
   for (int64_t i = b; i < e; ++i) o[i] = convert_one<F, T>(x[i]);
 }
 
+}  // namespace
+
+void round_trip_bf16_range(const Step&, const void* const* in, void* out, int64_t b, int64_t e) {
+  const float* __restrict x = static_cast<const float*>(in[0]);
+  float* __restrict o = static_cast<float*>(out);
+  for (int64_t i = b; i < e; ++i) o[i] = round_bf16(x[i]);
+}
+
+namespace {
+
 template <DType F>
 RangeFn pick_convert_to(DType to) {
   RangeFn fn = nullptr;

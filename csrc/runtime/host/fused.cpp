@@ -29,7 +29,8 @@ struct FusedLoop {
     int index;
   };
   // kSplat: a broadcast of one element that every reader takes as a kScalar operand (no pass).
-  enum class Kind : uint8_t { kRange, kGather, kAlias, kSink, kSplat };
+  // kDead: folded into its one reader (no pass; see fold_round_trips).
+  enum class Kind : uint8_t { kRange, kGather, kAlias, kSink, kSplat, kDead };
   struct Member {
     Kind kind;
     int stage = 0;             // 0 main, 1 sink, 2 post
@@ -130,7 +131,7 @@ void eval_stage(const TileCtx& c, int stage, int64_t b, int64_t len) {
   const void* ops[4];
   for (size_t k = 0; k < c.L.members.size(); ++k) {
     const Loop::Member& m = c.L.members[k];
-    if (m.stage != stage || m.kind == Loop::Kind::kSplat) continue;
+    if (m.stage != stage || m.kind == Loop::Kind::kSplat || m.kind == Loop::Kind::kDead) continue;
     void* out = member_out(c, m, b);
     c.ptr[k] = out;
     if (m.kind == Loop::Kind::kRange) {
@@ -304,13 +305,42 @@ void assign_slots(Loop& L) {
   std::vector<std::vector<int>> release(nm);
   for (int k = 0; k < nm; ++k) {
     Loop::Member& m = L.members[k];
-    if (m.kind != Loop::Kind::kAlias && m.kind != Loop::Kind::kSplat && m.result < 0) {
+    if (m.kind != Loop::Kind::kAlias && m.kind != Loop::Kind::kSplat && m.kind != Loop::Kind::kDead && m.result < 0) {
       if (free_slots.empty()) free_slots.push_back(L.num_slots++);
       m.slot = free_slots.back();
       free_slots.pop_back();
       release[last[k]].push_back(m.slot);
     }
     for (int s : release[k]) free_slots.push_back(s);
+  }
+}
+
+// convert(convert(x, bf16), f32) of f32 x, the intermediate read by nothing else: one pass
+// that rounds x to bf16 in f32 (the host planner's DEFAULT operand rounding, where the dot's
+// operand has no producing loop to fuse into), instead of a narrowing and a widening pass.
+void fold_round_trips(const ir::Graph& g, Loop& L) {
+  const auto& nodes = g.nodes();
+  int nm = static_cast<int>(L.members.size());
+  std::vector<int> readers(nm, 0);
+  for (const Loop::Member& m : L.members) {
+    for (const Loop::Operand& o : m.ops)
+      if (o.src == Loop::Src::kMember) ++readers[o.index];
+    if (m.kind == Loop::Kind::kAlias) ++readers[m.alias_of];
+  }
+  for (Loop::Member& m : L.members) {
+    if (m.kind != Loop::Kind::kRange || m.step.n->op != ir::OpCode::Convert || m.step.n->dtype != ir::DType::F32 ||
+        m.ops.size() != 1 || m.ops[0].src != Loop::Src::kMember)
+      continue;
+    Loop::Member& inner = L.members[m.ops[0].index];
+    const ir::Node* in = inner.step.n;
+    if (inner.kind != Loop::Kind::kRange || in->op != ir::OpCode::Convert || in->dtype != ir::DType::BF16 ||
+        nodes[in->operands[0]].dtype != ir::DType::F32 || inner.result >= 0 || readers[m.ops[0].index] != 1 ||
+        inner.stage != m.stage)
+      continue;
+    m.ops = inner.ops;
+    m.step.range = &round_trip_bf16_range;
+    inner.kind = Loop::Kind::kDead;
+    inner.ops.clear();
   }
 }
 
@@ -492,11 +522,12 @@ std::string fused_members(const Step& s) {
   std::string r;
   int stage = 0;
   for (const Loop::Member& m : s.fused->members) {
-    if (m.kind == Loop::Kind::kAlias || m.kind == Loop::Kind::kSplat) continue;
+    if (m.kind == Loop::Kind::kAlias || m.kind == Loop::Kind::kSplat || m.kind == Loop::Kind::kDead) continue;
     if (!r.empty()) r += m.stage != stage ? " | " : " ";
     stage = m.stage;
     if (m.kind == Loop::Kind::kGather) r += "Broadcast";
     else if (m.kind == Loop::Kind::kSink) r += "Reduce";
+    else if (m.step.range == &round_trip_bf16_range) r += "RoundBf16";
     else r += ir::op_info(m.step.n->op).name;
   }
   return r;
@@ -598,6 +629,7 @@ void prepare_fused(const ir::Graph& g, const ir::Cluster& c, Step& s) {
     s.results.push_back(order[k]);
   }
   TPU_CHECK(!s.results.empty(), "[host fuse] cluster without outputs");
+  fold_round_trips(g, *L);
   // Iteration space and tiles.
   L->n_main = c.main_numel;
   int64_t max_elem = 8;

@@ -62,6 +62,9 @@ void prepare_elementwise(const ir::Graph& g, Step& s);  // unary, binary, compar
 // or select) reading operand `slot` as one element at [0] for every index; null when there
 // is none (fused loops then keep the operand's broadcast).
 RangeFn elementwise_scalar_range(const ir::Graph& g, const ir::Node& n, int slot);
+// f32 -> f32: each element rounded to bf16 (numeric.h round_bf16), as convert(convert(x, bf16),
+// f32) gives it, in one pass (fused loops fold such pairs).
+void round_trip_bf16_range(const Step&, const void* const* in, void* out, int64_t b, int64_t e);
 // Whether a convolution with bf16 operands and an f32 result (attrs.ivalue 1) runs on oneDNN's
 // bf16 kernels as it is: a native bf16 CPU, one group, no lhs dilation or negative padding
 // (those are materialized in f32 scratch). The planner makes DEFAULT convs mixed only then.

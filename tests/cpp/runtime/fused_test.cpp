@@ -348,6 +348,38 @@ TEST(HostFused, DefaultPrecisionRoundsEachOperandOnce) {
     ASSERT_EQ(std::memcmp(a[i].bytes.data(), b[i].bytes.data(), a[i].numel() * 4), 0) << "output " << i;
 }
 
+// convert(convert(x, bf16), f32) runs as one rounding pass when the bf16 value has no other
+// reader; the bits must be the two converts' (NaN quieted with its top payload bits, ties to
+// even, the max finite value up to inf, subnormals rounded on their bit patterns, -0 kept).
+TEST(HostFused, Bf16RoundTripIsOnePassWithTheSameBits) {
+  const uint32_t special[] = {0x7FC00001u, 0x7F800001u, 0xFFFFFFFFu, 0x7F800000u, 0xFF800000u, 0x7F7FFFFFu,
+                              0x3F808000u, 0x3F818000u, 0x3F808001u, 0x00008000u, 0x00018000u, 0x807FFFFFu,
+                              0x80000000u, 0x00000001u, 0x477FFFFFu, 0xC0490FDBu};
+  const int64_t n = 5000;  // more than one tile
+  Tensor x = random_tensor(DType::F32, {n}, 7);
+  for (size_t i = 0; i < std::size(special); ++i) {
+    float f;
+    std::memcpy(&f, &special[i], 4);
+    x.set(static_cast<int64_t>(i * 301), f);
+  }
+  for (int variant = 0; variant < 3; ++variant) {
+    SCOPED_TRACE(variant);
+    Graph g;
+    Value p = g.param(DType::F32, {n});
+    Value h = g.convert(g.unary(OpCode::Negate, p), DType::BF16);
+    Value r = g.convert(h, DType::F32);
+    if (variant == 0) g.set_outputs({g.binary(OpCode::Add, r, p)});
+    if (variant == 1) g.set_outputs({r, h});                                         // bf16 value read outside
+    if (variant == 2) g.set_outputs({g.binary(OpCode::Mul, r, g.convert(g.unary(OpCode::Abs, h), DType::F32))});
+    auto plan = make_plan(g, {true});
+    std::string members;
+    for (const Step& s : plan->steps)
+      if (s.fused) members += fused_members(s);
+    EXPECT_EQ(members.find("RoundBf16") != std::string::npos, variant == 0) << members;
+    expect_same(g, {x});
+  }
+}
+
 TEST(HostFused, ResultsDoNotDependOnThreadCount) {
   Graph g;
   Shape s = {3, 300000};
