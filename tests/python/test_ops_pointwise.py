@@ -201,6 +201,28 @@ def test_lerp_takes_a_zero_dim_weight_of_any_dtype():
         torch.testing.assert_close(torch.lerp(s.to("tpu"), e.to("tpu"), w.to("tpu")).cpu(), torch.lerp(s, e, w))
 
 
+@pytest.mark.parametrize("dtype", [F32, BF16, torch.float64])
+def test_lerp_number_weight_computes_one_side(dtype):
+    """A number weight picks its side of PyTorch's two-sided formula when lowered (|w| < 0.5:
+    self + w * (end - self), else end - (end - self) * (1 - w)): the same bits as a tensor weight
+    of that value, whose select computes both sides, and CPU's values, on both sides of 0.5."""
+    gen = torch.Generator().manual_seed(3)
+    s, e = torch.randn(64, generator=gen).to(dtype), torch.randn(64, generator=gen).to(dtype)
+    sd, ed = s.to("tpu"), e.to("tpu")
+    # Weights exact in every dtype (a tensor weight has self's dtype), then one that rounds to
+    # 0.5 in f32 (the side is chosen in the compute dtype) and is below it in f64.
+    for w in (0.3125, 0.4921875, 0.5, 0.75, -0.4921875, -0.625, 1.5, -2.0, 0.0, 1.0, float("nan"), float("inf"),
+              0.49999999):
+        got = torch.lerp(sd, ed, w).cpu()
+        if w == 0.49999999 and dtype != torch.float64:
+            torch.testing.assert_close(got, torch.lerp(s, e, w))
+            continue
+        by_tensor = torch.lerp(sd, ed, torch.full((64,), w, dtype=dtype, device="tpu")).cpu()
+        assert torch.equal(got.view(torch.uint8), by_tensor.view(torch.uint8)) or (got.isnan() & by_tensor.isnan()).all(), w
+        torch.testing.assert_close(got, torch.lerp(s, e, w), equal_nan=True, msg=f"weight {w}")
+        torch.testing.assert_close(sd.clone().lerp_(ed, w).cpu(), got, equal_nan=True, rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8, F32, BF16])
 @pytest.mark.parametrize("invert", [False, True])
 def test_isin_matches_cpu(dtype, invert):

@@ -209,10 +209,20 @@ std::vector<Value> lerp(Lower& L, Args a) {
   Value s = L.in(a[0].toTensor(), ct), e = L.in(a[1].toTensor(), ct), w = arg(L, a[2], ct);
   broadcast_all(L, {&s, &e, &w});
   Value diff = L.g.binary(OpCode::Sub, e, s);
-  Value lo = L.g.binary(OpCode::Add, s, L.g.binary(OpCode::Mul, w, diff));
-  Value hi = L.g.binary(OpCode::Sub, e, L.g.binary(OpCode::Mul, diff, L.g.binary(OpCode::Sub, L.cst_like(1, w), w)));
+  auto lo = [&] { return L.g.binary(OpCode::Add, s, L.g.binary(OpCode::Mul, w, diff)); };
+  auto hi = [&] {
+    return L.g.binary(OpCode::Sub, e, L.g.binary(OpCode::Mul, diff, L.g.binary(OpCode::Sub, L.cst_like(1, w), w)));
+  };
+  // A number weight (an optimizer's 1 - beta1): the side is known here (the value is part of
+  // the fast path's signature, as for any scalar() operand), so only that side is computed;
+  // |w| < 0.5 compared in the compute dtype, as the select below does.
+  if (!a[2].isTensor() && !a[2].toScalar().isComplex() && (ct == DType::F32 || ct == DType::F64)) {
+    double wv = a[2].toScalar().toDouble();
+    bool small = ct == DType::F64 ? std::abs(wv) < 0.5 : std::abs(static_cast<float>(wv)) < 0.5f;
+    return one(L.g.convert(small ? lo() : hi(), dt));
+  }
   Value small = L.g.compare(Cmp::LT, L.g.unary(OpCode::Abs, w), L.cst_like(0.5, w));
-  return one(L.g.convert(L.g.select(small, lo, hi), dt));
+  return one(L.g.convert(L.g.select(small, lo(), hi()), dt));
 }
 
 std::vector<Value> addcmuldiv(Lower& L, Args a, OpCode op) {

@@ -218,6 +218,38 @@ bool split_shared_gathers(const ir::Graph& g, ir::Graph& out) {
   return true;
 }
 
+// A constant of more than one element (lowerings build them for `1 - w`, `|w| < 0.5` over a
+// whole tensor) is a leaf: a step fills it in memory on every run (or, up to
+// kMaxFoldedConstantBytes, once per plan) and each fused loop reading it streams it back.
+// As the broadcast of a 0-d constant it joins its readers' loops instead: a scalar operand
+// (kSplat) or a per-tile gather, with no pass over memory. Returns false (and leaves `out`
+// alone) when the graph has none.
+bool splat_constants(const ir::Graph& g, ir::Graph& out) {
+  const auto& nodes = g.nodes();
+  auto shaped = [](const ir::Node& n) { return !n.is_param && n.op == ir::OpCode::Constant && ir::numel(n.shape) > 1; };
+  if (std::none_of(nodes.begin(), nodes.end(), shaped)) return false;
+  std::vector<ir::Value> map(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const ir::Node& n = nodes[i];
+    if (n.is_param) {
+      map[i] = out.param(n.dtype, n.shape);
+      continue;
+    }
+    if (shaped(n)) {
+      ir::Value c = out.op(ir::OpCode::Constant, {}, n.attrs, {}, n.dtype);
+      map[i] = out.broadcast(c, n.shape, {});
+      continue;
+    }
+    std::vector<ir::Value> ops;
+    for (int o : n.operands) ops.push_back(map[o]);
+    map[i] = out.op(n.op, std::move(ops), n.attrs, n.shape, n.dtype);
+  }
+  std::vector<ir::Value> outs;
+  for (ir::Value v : g.outputs()) outs.push_back(map[v.id]);
+  out.set_outputs(std::move(outs));
+  return true;
+}
+
 }  // namespace
 
 std::unique_ptr<Plan> make_plan(const ir::Graph& graph, const PlanOptions& opt) {
@@ -226,6 +258,8 @@ std::unique_ptr<Plan> make_plan(const ir::Graph& graph, const PlanOptions& opt) 
   Plan& p = *plan;
   if (!opt.round_operands_in_graph || !round_operands(graph, p.graph)) p.graph = graph;
   if (opt.fuse) {
+    ir::Graph splat;
+    if (splat_constants(p.graph, splat)) p.graph = std::move(splat);
     ir::Graph split;
     if (split_shared_gathers(p.graph, split)) p.graph = std::move(split);
   }

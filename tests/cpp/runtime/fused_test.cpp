@@ -380,6 +380,32 @@ TEST(HostFused, Bf16RoundTripIsOnePassWithTheSameBits) {
   }
 }
 
+// A constant of many elements joins its readers' loop as a broadcast of a 0-d constant (no
+// step filling it in memory per run); the same bits as unfused, also where one loop reads it
+// twice and where an anchor (a dot) reads it.
+TEST(HostFused, ShapedConstantsJoinTheirLoops) {
+  for (int64_t n : {int64_t{5000}, int64_t{300000}}) {  // below and above the folded-leaf size
+    SCOPED_TRACE(n);
+    Graph g;
+    Value x = g.param(DType::F32, {n});
+    Value one = g.constant(1.0, DType::F32, {n}), half = g.constant(0.5, DType::F32, {n});
+    Value y = g.binary(OpCode::Sub, one, g.binary(OpCode::Mul, x, half));
+    Value c = g.compare(ir::Cmp::LT, g.unary(OpCode::Abs, x), half);
+    g.set_outputs({g.select(c, y, one)});
+    auto plan = make_plan(g, {true});
+    EXPECT_EQ(plan->steps.size(), 1u);
+    expect_same(g, {random_tensor(DType::F32, {n}, 11)});
+  }
+  Graph g;
+  Value x = g.param(DType::F32, {64, 32});
+  ir::Attrs d;
+  d.lhs_contract = {1};
+  d.rhs_contract = {0};
+  d.precision = ir::Precision::Highest;
+  g.set_outputs({g.dot(x, g.constant(0.25, DType::F32, {32, 16}), d)});
+  expect_same(g, {random_tensor(DType::F32, {64, 32}, 12)});
+}
+
 TEST(HostFused, ResultsDoNotDependOnThreadCount) {
   Graph g;
   Shape s = {3, 300000};
