@@ -149,3 +149,36 @@ TEST(FusedBench, DISABLED_GeluMlpLayerNormSoftmax) {
 
 }  // namespace
 }  // namespace torch_tpu::host::testing
+
+namespace torch_tpu::host::testing {
+namespace {
+// The tile interpreter's throughput on a chain of 20 f32 multiply / add members (no
+// transcendentals), in cache (64K elements) and from memory (1M): ns per element and member.
+// Numbers: docs/decisions/fused-host-kernels.md.
+TEST(FusedBench, DISABLED_ChainThroughput) {
+  for (int64_t n : {int64_t{65536}, int64_t{1} << 20}) {
+    Graph g;
+    Value x = g.param(DType::F32, {n}), y = g.param(DType::F32, {n});
+    Value v = x;
+    const int ops = 20;
+    for (int i = 0; i < ops / 2; ++i) v = g.binary(OpCode::Add, g.binary(OpCode::Mul, v, y), x);
+    g.set_outputs({v});
+    std::vector<Tensor> in = {make(DType::F32, {n}, [](int64_t i) { return (i % 7) * 0.1; }),
+                              make(DType::F32, {n}, [](int64_t i) { return (i % 5) * 0.1; })};
+    std::vector<Tensor> out = {Tensor(DType::F32, {n})};
+    auto fused = compile_host(g, {true});
+    std::vector<View> iv, ov;
+    for (Tensor& t : in) iv.push_back(t.view());
+    for (Tensor& t : out) ov.push_back(t.view());
+    fused->run(iv, ov);
+    double best = 1e30;
+    for (int i = 0; i < 50; ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      fused->run(iv, ov);
+      best = std::min(best, std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::printf("[chain] n=%ld %d ops, %d thr: %.3f ns per element-op\n", (long)n, ops, omp_get_max_threads(), best / n / ops);
+  }
+}
+}  // namespace
+}  // namespace torch_tpu::host::testing
