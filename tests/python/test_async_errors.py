@@ -52,6 +52,36 @@ def test_error_at_sync_and_later_work_correct(op, mode):
 
 
 @pytest.mark.parametrize("mode", ASYNC_MODES, ids=lambda m: m.name)
+@pytest.mark.parametrize("op", list(BAD))
+def test_replayed_checked_op_still_checks(op, mode):
+    """A checked op replays from the per-op fast path (no re-lowering) with its range-check
+    flags: after good calls have recorded the entry, a bad call of the same signature raises,
+    good calls around it stay correct, and the next good call does not raise."""
+    fn, match = BAD[op]
+    # A shape of this case's own: entries are per signature and process, whatever the mode.
+    w = torch.randn(5, 4 + 2 * list(BAD).index(op) + ASYNC_MODES.index(mode))
+    good = torch.tensor([4, 0])
+    bads = [torch.tensor(b) for b in ([1, 9], [-7, 2], [5, 0])]
+    entries = lambda: torch_tpu.metrics()["fast_path"]["entries"]
+    with torch_tpu.eager_mode(mode):
+        wd, gd, bds = w.to("tpu"), good.to("tpu"), [b.to("tpu") for b in bads]
+        before = entries()
+        first = fn(wd, gd)
+        assert entries() > before  # this signature has an entry now (op-internal views may add some)
+        torch.testing.assert_close(first.cpu(), fn(w, good), rtol=0, atol=0)  # (records the transfer)
+        recorded = entries()
+        for _ in range(2):
+            torch.testing.assert_close(fn(wd, gd).cpu(), fn(w, good), rtol=0, atol=0)
+        for bd in bds:
+            fn(wd, bd)
+            with pytest.raises((IndexError, RuntimeError), match=match):
+                torch.tpu.synchronize()
+            torch.testing.assert_close(fn(wd, gd).cpu(), fn(w, good), rtol=0, atol=0)
+            torch.tpu.synchronize()
+        assert entries() == recorded  # every later call replayed
+
+
+@pytest.mark.parametrize("mode", ASYNC_MODES, ids=lambda m: m.name)
 def test_error_reported_once(mode):
     with torch_tpu.eager_mode(mode):
         w = torch.randn(5, 3).to("tpu")

@@ -250,11 +250,20 @@ std::vector<at::Tensor> replay(const Entry& e, Args args, const char* name) {
     for (const at::Tensor& r : results) dsts.push_back(&r);
   }
   for (int a : e.also) dsts.push_back(&args[a].toTensor());
+  std::vector<at::Tensor> flags;
+  if (!e.checks.empty()) {
+    c10::DeviceGuard guard(c10::Device(c10::kPrivateUse1, dev));
+    flags.reserve(e.checks.size());
+    for (size_t k = 0; k < e.checks.size(); ++k)
+      flags.push_back(at::detail::empty_generic({}, device::allocator(), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                                at::kBool, std::nullopt));
+    for (const at::Tensor& f : flags) dsts.push_back(&f);
+  }
   if (exec::mode() == exec::Mode::Fused) {
     std::vector<at::Tensor> owned;
     owned.reserve(dsts.size());
     for (const at::Tensor* d : dsts) owned.push_back(*d);
-    exec::OpRecord r{name, e.graph.get(), {}, std::move(owned)};
+    exec::OpRecord r{name, e.graph.get(), {}, std::move(owned), flags, e.checks};
     r.binds.reserve(e.srcs.size());
     for (const Entry::Src& s : e.srcs)
       r.binds.push_back({s.arg >= 0 ? args[s.arg].toTensor() : at::Tensor(), bits_at_replay(s, args), s.dtype});
@@ -269,6 +278,7 @@ std::vector<at::Tensor> replay(const Entry& e, Args args, const char* name) {
   }
   for (size_t k = 0; k < dsts.size(); ++k) l.write(*dsts[k], e.graph->dtype(e.graph->outputs()[k]));
   l.submit(dev);
+  if (!flags.empty()) exec::submit_checks(dev, name, flags, e.checks);
   return results;
 }
 

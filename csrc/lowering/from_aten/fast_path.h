@@ -37,6 +37,9 @@ struct Entry {
     std::vector<int64_t> strides;  // empty: contiguous (else PyTorch's layout for these inputs)
   };
   std::vector<Out> outs;  // or new outputs
+  // Range checks launched with the graph (Lower::check): its last outputs are their 0-d bool
+  // flags, in this order; replay allocates the flags and queues the checks as the lowering did.
+  std::vector<std::string> checks;
 };
 
 // Builds the signature of `args`; false when they cannot be cached (generators, lists of

@@ -223,7 +223,7 @@ void Lower::launch_checked(std::vector<at::Tensor> dsts) {
     messages.push_back(std::move(msg));
   }
   checks_.clear();
-  cacheable_ = false;  // fast::replay would launch this graph without the flag outputs
+  check_msgs_ = messages;  // fast::replay launches the flags and their checks too
   g.set_outputs(outs);
   dsts.insert(dsts.end(), flags.begin(), flags.end());
   launch(dsts, std::move(flags), std::move(messages));
@@ -446,7 +446,10 @@ struct BoxedLowering final : c10::OperatorKernel {
     if (written.empty())
       for (const at::Tensor& r : results)
         e->outs.push_back({r.scalar_type(), r.sizes().vec(), r.is_contiguous() ? std::vector<int64_t>() : r.strides().vec()});
-    bool generic = main < sig.size();
+    e->checks = L.check_messages();
+    // A check's message was built from this call's arguments: entries with checks serve these
+    // scalar values only (their shapes and other arguments are in the signature anyway).
+    bool generic = main < sig.size() && e->checks.empty();
     if (generic)
       for (int a : fast::value_args(args, scalar_args_))
         generic &= std::find(bound.begin(), bound.end(), a) != bound.end();

@@ -83,6 +83,9 @@ class Lower {
   // argument it came from (-1: a scalar whose value is in `bits`).
   void set_args(const Args* args) { args_ = args; }
   bool cacheable() const { return cacheable_ && checks_.empty(); }
+  // The messages of the checks launched with the graph (its last outputs are their flags, in
+  // this order): the fast path replays them with the graph.
+  const std::vector<std::string>& check_messages() const { return check_msgs_; }
   struct BindInfo {
     int arg;
     uint64_t bits;
@@ -109,6 +112,7 @@ class Lower {
   const char* op_;
   std::vector<Binding> binds_;
   std::vector<std::pair<Value, std::string>> checks_;
+  std::vector<std::string> check_msgs_;
   std::vector<std::pair<int, Value>> also_;
   int device_ = -1;
   const Args* args_ = nullptr;
