@@ -14,7 +14,24 @@
 namespace torch_tpu::lowering::fast {
 namespace {
 
-enum Tag : int64_t { kTensor = 1, kCpuScalar, kUndef, kDouble, kInt, kBool, kIntList, kStr, kNone, kDevice, kBoolList, kDoubleList };
+enum Tag : int64_t { kTensor = 1, kCpuScalar, kUndef, kDouble, kInt, kBool, kIntList, kStr, kNone, kDevice, kBoolList, kDoubleList, kTensorList };
+
+// A tpu tensor's part of the signature: dtype, device, rank and contiguity, sizes (and strides
+// when not contiguous).
+void add_tpu_tensor(const at::Tensor& t, std::vector<int64_t>& s) {
+  s.push_back(kTensor);
+  s.push_back(static_cast<int64_t>(t.scalar_type()));
+  s.push_back(t.device().index());
+  // Contiguity is part of the signature: a lowering may choose its graph by it (linalg
+  // factors A^T for a contiguous A, as PyTorch CPU and ATen's backward formulas do).
+  bool contiguous = t.is_contiguous();
+  s.push_back(t.dim() * 2 + (contiguous ? 1 : 0));
+  for (int64_t d : t.sizes()) s.push_back(d);
+  // A non-contiguous input's strides too: results take PyTorch's layout for them
+  // (Entry::Out::strides), as a pointwise op's result follows a permuted input's.
+  if (!contiguous)
+    for (int64_t d : t.strides()) s.push_back(d);
+}
 
 int64_t bits_of(double d) {
   int64_t b;
@@ -37,18 +54,7 @@ bool add(const c10::IValue& v, bool scalar_arg, std::vector<int64_t>& s, std::ve
       return true;
     }
     if (t.is_privateuseone()) {
-      s.push_back(kTensor);
-      s.push_back(static_cast<int64_t>(t.scalar_type()));
-      s.push_back(t.device().index());
-      // Contiguity is part of the signature: a lowering may choose its graph by it (linalg
-      // factors A^T for a contiguous A, as PyTorch CPU and ATen's backward formulas do).
-      bool contiguous = t.is_contiguous();
-      s.push_back(t.dim() * 2 + (contiguous ? 1 : 0));
-      for (int64_t d : t.sizes()) s.push_back(d);
-      // A non-contiguous input's strides too: results take PyTorch's layout for them
-      // (Entry::Out::strides), as a pointwise op's result follows a permuted input's.
-      if (!contiguous)
-        for (int64_t d : t.strides()) s.push_back(d);
+      add_tpu_tensor(t, s);
       return true;
     }
     if (t.is_cpu() && t.dim() == 0) {
@@ -92,7 +98,22 @@ bool add(const c10::IValue& v, bool scalar_arg, std::vector<int64_t>& s, std::ve
   }
   if (v.isString()) { s.push_back(kStr); s.push_back(static_cast<int64_t>(std::hash<std::string_view>()(v.toStringView()))); return true; }
   if (v.isDevice()) { s.push_back(kDevice); s.push_back(static_cast<int64_t>(v.toDevice().type())); s.push_back(v.toDevice().index()); return true; }
-  return false;  // generators, tensor lists, ...
+  if (v.isList()) {  // Tensor[] (cat, stack) and Tensor?[] (index, index_put_): tpu tensors and None
+    auto l = v.toListRef();
+    s.push_back(kTensorList);
+    s.push_back(static_cast<int64_t>(l.size()));
+    for (const c10::IValue& e : l) {
+      if (e.isNone() || (e.isTensor() && !e.toTensor().defined())) {
+        s.push_back(kNone);
+      } else if (e.isTensor() && e.toTensor().is_privateuseone()) {
+        add_tpu_tensor(e.toTensor(), s);
+      } else {
+        return false;  // a CPU tensor (a lowering may read it), a list of lists, ...
+      }
+    }
+    return true;
+  }
+  return false;  // generators, ...
 }
 
 bool is_value_arg(const c10::IValue& v, bool scalar_arg) {
@@ -111,16 +132,29 @@ bool signature(Args args, const std::vector<bool>& scalar_args, std::vector<int6
   for (size_t i = 0; i < args.size(); ++i)
     if (!add(args[i], i < scalar_args.size() && scalar_args[i], *sig, tail)) return false;
   // Which arguments are one tensor: a graph recorded for `x * x` binds argument 0 twice and
-  // must not replay for `y * x` (the same shapes, two tensors).
-  for (size_t i = 1; i < args.size(); ++i) {
-    if (!args[i].isTensor() || !args[i].toTensor().defined()) continue;
-    const c10::TensorImpl* ti = args[i].toTensor().unsafeGetTensorImpl();
-    for (size_t j = 0; j < i; ++j)
-      if (args[j].isTensor() && args[j].toTensor().unsafeGetTensorImpl() == ti) {
-        sig->push_back(static_cast<int64_t>(i));
-        sig->push_back(static_cast<int64_t>(j));
-        break;
-      }
+  // must not replay for `y * x` (the same shapes, two tensors); so for list elements
+  // (`cat([x, x])`). Positions count tensor arguments and list elements in order.
+  thread_local std::vector<const c10::TensorImpl*> seen;
+  seen.clear();
+  auto note = [&](const at::Tensor& t) {
+    const c10::TensorImpl* ti = t.defined() ? t.unsafeGetTensorImpl() : nullptr;
+    if (ti)
+      for (size_t j = 0; j < seen.size(); ++j)
+        if (seen[j] == ti) {
+          sig->push_back(static_cast<int64_t>(seen.size()));
+          sig->push_back(static_cast<int64_t>(j));
+          break;
+        }
+    seen.push_back(ti);
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].isTensor()) {
+      note(args[i].toTensor());
+    } else if (args[i].isList()) {
+      for (const c10::IValue& e : args[i].toListRef()) note(e.isTensor() ? e.toTensor() : at::Tensor());
+    } else {
+      seen.push_back(nullptr);
+    }
   }
   *main = sig->size();
   sig->insert(sig->end(), tail.begin(), tail.end());
@@ -219,13 +253,18 @@ uint64_t bits_at_replay(const Entry::Src& s, Args args) {
   return scalar_bits(v.isTensor() ? v.toTensor().item() : v.toScalar(), s.dtype);
 }
 
+// The tensor a param is bound to: argument `arg`, or element `elem` of that list argument.
+const at::Tensor& bound_tensor(const Entry::Src& s, Args args) {
+  return s.elem < 0 ? args[s.arg].toTensor() : args[s.arg].toListRef()[s.elem].toTensor();
+}
+
 }  // namespace
 
 std::vector<at::Tensor> replay(const Entry& e, Args args, const char* name) {
   int dev = -1;
   for (const Entry::Src& s : e.srcs)
     if (s.arg >= 0) {
-      dev = args[s.arg].toTensor().device().index();
+      dev = bound_tensor(s, args).device().index();
       break;
     }
   // The destinations: new results, or arguments, which are only referenced (a copy of an
@@ -266,14 +305,14 @@ std::vector<at::Tensor> replay(const Entry& e, Args args, const char* name) {
     exec::OpRecord r{name, e.graph.get(), {}, std::move(owned), flags, e.checks};
     r.binds.reserve(e.srcs.size());
     for (const Entry::Src& s : e.srcs)
-      r.binds.push_back({s.arg >= 0 ? args[s.arg].toTensor() : at::Tensor(), bits_at_replay(s, args), s.dtype});
+      r.binds.push_back({s.arg >= 0 ? bound_tensor(s, args) : at::Tensor(), bits_at_replay(s, args), s.dtype});
     exec::defer(dev, r);
     return results;
   }
   if (exec::has_pending(dev)) exec::flush(dev);
   exec::Launch l(name, exec::compiled(e.key, *e.graph, name));
   for (const Entry::Src& s : e.srcs) {
-    if (s.arg >= 0) l.read(args[s.arg].toTensor(), s.dtype);
+    if (s.arg >= 0) l.read(bound_tensor(s, args), s.dtype);
     else l.scalar(bits_at_replay(s, args), s.dtype);
   }
   for (size_t k = 0; k < dsts.size(); ++k) l.write(*dsts[k], e.graph->dtype(e.graph->outputs()[k]));

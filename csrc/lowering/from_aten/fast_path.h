@@ -27,6 +27,7 @@ struct Entry {
     uint64_t bits = 0;   // else: the scalar value (part of the signature)
     DType dtype;
     int value = -1;      // >= 0: a scalar_arg operand: the value of that argument, not `bits`
+    int elem = -1;       // >= 0: `arg` is a list (cat's tensors, index's indices): its element
   };
   std::vector<Src> srcs;
   std::vector<int> written;                                         // dst argument indices
@@ -42,8 +43,8 @@ struct Entry {
   std::vector<std::string> checks;
 };
 
-// Builds the signature of `args`; false when they cannot be cached (generators, lists of
-// tensors, non-tpu tensors other than 0-dim CPU scalars). The values of the arguments marked
+// Builds the signature of `args`; false when they cannot be cached (generators, non-tpu
+// tensors other than 0-dim CPU scalars, lists holding anything but tpu tensors and None). The values of the arguments marked
 // in `scalar_args` (the schema's Scalar arguments) and of 0-dim CPU tensors come last: the
 // first `*main` entries are the signature without them.
 bool signature(Args args, const std::vector<bool>& scalar_args, std::vector<int64_t>* sig, size_t* main);

@@ -350,6 +350,9 @@ std::vector<at::Tensor> expand_indices(Lower& L, const at::Tensor& self, const c
   for (const auto& t : list) {
     std::optional<at::Tensor> o = t;
     if (o && !o->defined()) o = std::nullopt;
+    // CPU indices index a tpu tensor as they index a CUDA one: copied to its device (a new
+    // tensor, so the op is lowered again on each call: its values are only known here).
+    if (o && o->device().type() == c10::DeviceType::CPU && self.is_privateuseone()) o = o->to(self.device());
     if (o && (o->scalar_type() == at::kBool || o->scalar_type() == at::kByte)) has_mask = true;
     if (o) TORCH_CHECK(o->scalar_type() == at::kLong || o->scalar_type() == at::kInt || o->scalar_type() == at::kBool ||
                            o->scalar_type() == at::kByte,

@@ -123,21 +123,30 @@ Value Lower::in(const at::Tensor& t) {
               "] expected all tensors on one device; got tpu:", int(t.device().index()), " and tpu:",
               device_);
   Value v = g.param(to_ir(t.scalar_type(), op_), shape_of(t));
-  int src = -1;
+  int src = -1, elem = -1;
   if (args_) {
-    for (size_t j = 0; j < args_->size() && src < 0; ++j)
-      if ((*args_)[j].isTensor() && (*args_)[j].toTensor().unsafeGetTensorImpl() == t.unsafeGetTensorImpl())
+    const c10::TensorImpl* ti = t.unsafeGetTensorImpl();
+    for (size_t j = 0; j < args_->size() && src < 0; ++j) {
+      const c10::IValue& a = (*args_)[j];
+      if (a.isTensor() && a.toTensor().unsafeGetTensorImpl() == ti) {
         src = static_cast<int>(j);
+      } else if (a.isList()) {  // cat's tensors, index's indices
+        auto l = a.toListRef();
+        for (size_t k = 0; k < l.size() && src < 0; ++k)
+          if (l[k].isTensor() && l[k].toTensor().unsafeGetTensorImpl() == ti) src = static_cast<int>(j), elem = static_cast<int>(k);
+      }
+    }
   }
   if (src < 0) cacheable_ = false;  // a tensor the lowering made itself
   binds_.push_back({t, 0, to_ir(t.scalar_type(), op_), src});
+  binds_.back().elem = elem;
   return v;
 }
 
 std::vector<Lower::BindInfo> Lower::bind_info() const {
   std::vector<BindInfo> r;
   r.reserve(binds_.size());
-  for (const Binding& b : binds_) r.push_back({b.src, b.bits, b.dtype, b.value_arg});
+  for (const Binding& b : binds_) r.push_back({b.src, b.bits, b.dtype, b.value_arg, b.elem});
   return r;
 }
 
@@ -438,7 +447,7 @@ struct BoxedLowering final : c10::OperatorKernel {
     e->graph = std::move(g);
     std::vector<int> bound;
     for (const auto& b : L.bind_info()) {
-      e->srcs.push_back({b.arg, b.bits, b.dtype, b.value_arg});
+      e->srcs.push_back({b.arg, b.bits, b.dtype, b.value_arg, b.elem});
       if (b.value_arg >= 0) bound.push_back(b.value_arg);
     }
     e->written = written;

@@ -91,6 +91,7 @@ class Lower {
     uint64_t bits;
     DType dtype;
     int value_arg;  // >= 0: a scalar_arg operand, its value read from that argument
+    int elem;       // >= 0: the tensor is element `elem` of the list argument `arg`
   };
   std::vector<BindInfo> bind_info() const;
 
@@ -103,6 +104,7 @@ class Lower {
     uint64_t rng_n = 0;  // rng state param: Philox counters reserved (a captured graph re-reserves)
     std::optional<at::Generator> gen;
     int value_arg = -1;  // argument index of a scalar_arg operand
+    int elem = -1;       // >= 0: src is a list argument and the tensor its element `elem`
   };
   // `flags` (0-d bool outputs among dsts) and `messages`: range checks run after the graph.
   void launch(const std::vector<at::Tensor>& dsts, std::vector<at::Tensor> flags = {},
