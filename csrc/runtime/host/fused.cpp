@@ -513,6 +513,25 @@ void localize_chain(const ir::Graph& g, const std::vector<char>& read_outside, S
   s.chain = std::move(C);
 }
 
+bool fused_may_overwrite(const Step& s, int value, const std::vector<char>& target) {
+  if (!s.fused || s.chain) return false;
+  const Loop& L = *s.fused;
+  if (L.sink >= 0) return false;  // rows and post stages read across a tile's elements
+  int producer = -1;
+  for (size_t k = 0; k < L.members.size(); ++k)
+    if (L.members[k].result >= 0 && s.results[L.members[k].result] == value) producer = static_cast<int>(k);
+  if (producer < 0 || L.members[producer].kind != Loop::Kind::kRange) return false;
+  for (size_t k = 0; k < L.members.size(); ++k) {
+    const Loop::Member& m = L.members[k];
+    if ((m.kind == Loop::Kind::kGather || m.kind == Loop::Kind::kSplat) && target[m.input]) return false;
+    for (const Loop::Operand& o : m.ops)
+      if (o.src != Loop::Src::kMember && target[o.index] &&
+          (o.src == Loop::Src::kScalar || static_cast<int>(k) > producer))
+        return false;
+  }
+  return true;
+}
+
 std::string fused_members(const Step& s) {
   if (s.chain) {
     std::string r;

@@ -195,14 +195,28 @@ class HostExecutable final : public runtime::Executable {
       if (s.where == Where::kArena) st.ptrs[v] = arena + s.offset;
       else if (s.where == Where::kConst) st.ptrs[v] = const_cast<void*>(s.data);
     }
-    // Let the producing step write straight into a contiguous output that no input overlaps.
+    // Let the producing step write straight into a contiguous output that no input overlaps,
+    // or that is exactly an input the plan lets that step overwrite (an in-place op: each
+    // element read before it is written; otherwise the step writes the arena and a copy
+    // follows).
     for (size_t i = 0; i < outputs.size(); ++i) {
       int r = p.out_root[i];
       const View& o = outputs[i];
       if (p.slots[r].where != Where::kArena || st.taken[r] || !o.contiguous() ||
           ir::numel(o.shape) == 0)
         continue;
-      if (overlaps_input(byte_range(address(o), o.shape, o.strides, ir::dtype_size(o.dtype)))) continue;
+      ByteRange orange = byte_range(address(o), o.shape, o.strides, ir::dtype_size(o.dtype));
+      if (overlaps_input(orange)) {
+        int over = -1, count = 0;
+        for (size_t k = 0; k < inputs.size(); ++k)
+          if (orange.overlaps(st.in_ranges[k])) over = static_cast<int>(k), ++count;
+        const std::vector<int>& ok = p.out_overwrites[i];
+        // (ok holds live parameters only; one bound by a gather reads its arena copy anyway)
+        bool same = count == 1 && std::find(ok.begin(), ok.end(), over) != ok.end() && inputs[over].contiguous() &&
+                    st.in_ranges[over].lo == orange.lo && st.in_ranges[over].hi == orange.hi &&
+                    ir::dtype_size(inputs[over].dtype) == ir::dtype_size(o.dtype);
+        if (!same) continue;
+      }
       st.taken[r] = 1;
       st.direct[i] = 1;
       st.ptrs[r] = address(o);

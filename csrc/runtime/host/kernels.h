@@ -103,6 +103,11 @@ void localize_chain(const ir::Graph& g, const std::vector<char>& read_outside, S
 // The ops of a fused step's loop in evaluation order ("Add Mul Erf | Reduce | Mul"), for
 // TORCH_TPU_HOST_PROFILE=2.
 std::string fused_members(const Step& s);
+// Whether fused step s may write its result `value` straight over the memory of the operands
+// marked in `target` (by position in s.operands; one input bound in place, as `x.add_(y)`'s x):
+// an elementwise loop whose members read that input only at their own element, none after the
+// member producing `value`, so every element is read before it is overwritten.
+bool fused_may_overwrite(const Step& s, int value, const std::vector<char>& target);
 
 // Row reductions for a fused sink (reduce.cpp), the same code as the eager reduce kernel:
 // rows(x, rows, n, out) reduces `rows` contiguous rows of n operand elements into `rows`

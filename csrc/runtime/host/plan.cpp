@@ -409,6 +409,26 @@ std::unique_ptr<Plan> make_plan(const ir::Graph& graph, const PlanOptions& opt) 
     if (p.slots[r].where == Where::kParam) p.param_read_at_end[nodes[r].param_index] = true;
   }
 
+  // Outputs that may be written over an input they overlap (in-place ops: x.add_(y), an
+  // optimizer's parameters and moments): the input is read by no later step nor passed
+  // through, and the producing loop reads it element by element before writing.
+  p.out_overwrites.assign(p.out_root.size(), {});
+  std::vector<int> step_of_value(nv, -1);
+  for (int k = 0; k < ns; ++k)
+    for (int r : p.steps[k].results) step_of_value[r] = k;
+  for (size_t i = 0; i < p.out_root.size(); ++i) {
+    int r = p.out_root[i], k = step_of_value[r];
+    if (k < 0 || p.slots[r].where != Where::kArena || !p.steps[k].fused) continue;
+    const Step& s = p.steps[k];
+    for (int pi = 0; pi < p.graph.num_params(); ++pi) {
+      int v = p.param_value[pi];
+      if (v < 0 || p.param_read_at_end[pi] || last_use[v] > k) continue;
+      std::vector<char> target(s.operands.size(), 0);
+      for (size_t j = 0; j < s.operands.size(); ++j) target[j] = p.slots[s.operands[j]].root == v;
+      if (fused_may_overwrite(s, r, target)) p.out_overwrites[i].push_back(pi);
+    }
+  }
+
   ArenaAllocator arena;
   for (int v : p.params) p.slots[v].offset = arena.alloc(p.slots[v].bytes);  // gather regions
   std::vector<std::vector<int>> release_after(ns);

@@ -39,6 +39,9 @@ struct Plan {
   std::vector<int> param_value;          // parameter index -> value id (-1 if dead)
   std::vector<bool> param_read_at_end;   // parameter index -> some output passes it through
   std::vector<int> out_root;             // per output: root value id
+  // Per output: the parameter indices whose memory its producing step may overwrite (the output
+  // bound in place over that input: the run writes it directly instead of through the arena).
+  std::vector<std::vector<int>> out_overwrites;
   std::vector<AlignedBuffer> constants;  // storage of kConst values
   int64_t arena_bytes = 0;
   int max_operands = 0;

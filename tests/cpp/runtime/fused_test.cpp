@@ -151,6 +151,47 @@ TEST(HostFused, InPlaceOutputAliasesInput) {
   EXPECT_EQ(w1.bytes, w2.bytes);
 }
 
+// An output bound over an input it is computed from (x.add_(y), an optimizer's moments) is
+// written in place when the loop reads x element by element before producing it and nothing
+// reads x after; otherwise through the arena. Either way the same bytes as unfused.
+TEST(HostFused, InPlaceOutputsWrittenDirectlyOnlyWhenSafe) {
+  Shape s = {100, 77};
+  ir::Attrs d;
+  d.lhs_contract = {1};
+  d.rhs_contract = {1};
+  d.precision = ir::Precision::Highest;
+  for (int variant = 0; variant < 4; ++variant) {
+    SCOPED_TRACE(variant);
+    Graph g;
+    Value x = g.param(DType::F32, s), y = g.param(DType::F32, s);
+    Value z = g.binary(OpCode::Add, g.binary(OpCode::Mul, x, y), g.unary(OpCode::Cos, x));
+    std::vector<Value> outs = {z};
+    // 0: safe. 1: a member after z's reads x. 2: a later step (a dot) reads x. 3: x passes through.
+    if (variant == 1) outs.push_back(g.binary(OpCode::Sub, g.unary(OpCode::Sin, z), x));
+    if (variant == 2) outs.push_back(g.dot(z, x, d));
+    if (variant == 3) outs.push_back(x);
+    g.set_outputs(outs);
+    auto plan = make_plan(g, {true});
+    const std::vector<int>& over = plan->out_overwrites[0];
+    EXPECT_EQ(std::count(over.begin(), over.end(), 0), variant == 0 ? 1 : 0);  // x is param 0
+    EXPECT_EQ(std::count(over.begin(), over.end(), 1), 1);  // y: read by z's loop only, before z
+    Tensor x1 = random_tensor(DType::F32, s, 1), y1 = random_tensor(DType::F32, s, 2);
+    Tensor x2 = x1, y2 = y1;
+    std::vector<Tensor> extra1, extra2;
+    for (size_t k = 1; k < outs.size(); ++k) {
+      extra1.emplace_back(DType::F32, g.shape(outs[k]));
+      extra2.emplace_back(DType::F32, g.shape(outs[k]));
+    }
+    std::vector<runtime::View> o1 = {x1.view()}, o2 = {x2.view()};
+    for (Tensor& t : extra1) o1.push_back(t.view());
+    for (Tensor& t : extra2) o2.push_back(t.view());
+    compile_host(g, {true})->run({x1.view(), y1.view()}, o1);  // x = z, in place
+    compile_host(g, {false})->run({x2.view(), y2.view()}, o2);
+    EXPECT_EQ(x1.bytes, x2.bytes);
+    for (size_t k = 0; k < extra1.size(); ++k) EXPECT_EQ(extra1[k].bytes, extra2[k].bytes) << k;
+  }
+}
+
 TEST(HostFused, StridedInput) {
   Graph g;
   Value x = g.param(DType::F32, {40, 30});
