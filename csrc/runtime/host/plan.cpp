@@ -117,6 +117,28 @@ DotRows dot_rows(const ir::Graph& g, const ir::Node& n) {
   return r;
 }
 
+// Rebuilds g into `out` node by node: parameters as they are, every other node as
+// `node(i, n, ops, map)` returns it (ops: n's operands mapped into `out`; map: the values so
+// far), then the outputs. The graph rewrites below differ only in `node`.
+template <class F>
+void rebuild(const ir::Graph& g, ir::Graph& out, F&& node) {
+  const auto& nodes = g.nodes();
+  std::vector<ir::Value> map(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const ir::Node& n = nodes[i];
+    if (n.is_param) {
+      map[i] = out.param(n.dtype, n.shape);
+      continue;
+    }
+    std::vector<ir::Value> ops;
+    for (int o : n.operands) ops.push_back(map[o]);
+    map[i] = node(static_cast<int>(i), n, std::move(ops), map);
+  }
+  std::vector<ir::Value> outs;
+  for (ir::Value v : g.outputs()) outs.push_back(map[v.id]);
+  out.set_outputs(std::move(outs));
+}
+
 // PlanOptions::round_operands_in_graph: the graph rebuilt with explicit operand rounding.
 // Without a native bf16 GEMM: dot(convert(convert(x, bf16), f32), ...) at HIGHEST, so the
 // rounding fuses into the loop producing x. With one: dot(convert(x, bf16), ...) with an f32
@@ -138,15 +160,7 @@ bool round_operands(const ir::Graph& g, ir::Graph& out) {
   bool any = false;
   for (const ir::Node& n : g.nodes()) any |= rewrite(n) || mixed(n);
   if (!any) return false;
-  std::vector<ir::Value> map(g.nodes().size());
-  for (size_t i = 0; i < g.nodes().size(); ++i) {
-    const ir::Node& n = g.nodes()[i];
-    if (n.is_param) {
-      map[i] = out.param(n.dtype, n.shape);
-      continue;
-    }
-    std::vector<ir::Value> ops;
-    for (int o : n.operands) ops.push_back(map[o]);
+  rebuild(g, out, [&](int, const ir::Node& n, std::vector<ir::Value> ops, const std::vector<ir::Value>&) {
     ir::Attrs attrs = n.attrs;
     if (mixed(n)) {
       for (ir::Value& v : ops) v = out.convert(v, ir::DType::BF16);
@@ -155,11 +169,8 @@ bool round_operands(const ir::Graph& g, ir::Graph& out) {
       for (ir::Value& v : ops) v = out.convert(out.convert(v, ir::DType::BF16), ir::DType::F32);
       attrs.precision = ir::Precision::Highest;
     }
-    map[i] = out.op(n.op, std::move(ops), std::move(attrs), n.shape, n.dtype);
-  }
-  std::vector<ir::Value> outs;
-  for (ir::Value v : g.outputs()) outs.push_back(map[v.id]);
-  out.set_outputs(std::move(outs));
+    return out.op(n.op, std::move(ops), std::move(attrs), n.shape, n.dtype);
+  });
   return true;
 }
 
@@ -197,24 +208,13 @@ bool split_shared_gathers(const ir::Graph& g, ir::Graph& out) {
     }
   }
   if (!any) return false;
-  std::vector<ir::Value> map(nv);
-  for (int i = 0; i < nv; ++i) {
-    const ir::Node& n = nodes[i];
-    if (n.is_param) {
-      map[i] = out.param(n.dtype, n.shape);
-      continue;
-    }
-    std::vector<ir::Value> ops;
-    for (int o : n.operands) ops.push_back(map[o]);
+  rebuild(g, out, [&](int i, const ir::Node& n, std::vector<ir::Value> ops, const std::vector<ir::Value>& map) {
     for (int j : copy_slots[i]) {
       const ir::Node& b = nodes[n.operands[j]];
       ops[j] = out.copy_of(b, {map[b.operands[0]]});
     }
-    map[i] = out.op(n.op, std::move(ops), n.attrs, n.shape, n.dtype);
-  }
-  std::vector<ir::Value> outs;
-  for (ir::Value v : g.outputs()) outs.push_back(map[v.id]);
-  out.set_outputs(std::move(outs));
+    return out.op(n.op, std::move(ops), n.attrs, n.shape, n.dtype);
+  });
   return true;
 }
 
@@ -228,25 +228,10 @@ bool splat_constants(const ir::Graph& g, ir::Graph& out) {
   const auto& nodes = g.nodes();
   auto shaped = [](const ir::Node& n) { return !n.is_param && n.op == ir::OpCode::Constant && ir::numel(n.shape) > 1; };
   if (std::none_of(nodes.begin(), nodes.end(), shaped)) return false;
-  std::vector<ir::Value> map(nodes.size());
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    const ir::Node& n = nodes[i];
-    if (n.is_param) {
-      map[i] = out.param(n.dtype, n.shape);
-      continue;
-    }
-    if (shaped(n)) {
-      ir::Value c = out.op(ir::OpCode::Constant, {}, n.attrs, {}, n.dtype);
-      map[i] = out.broadcast(c, n.shape, {});
-      continue;
-    }
-    std::vector<ir::Value> ops;
-    for (int o : n.operands) ops.push_back(map[o]);
-    map[i] = out.op(n.op, std::move(ops), n.attrs, n.shape, n.dtype);
-  }
-  std::vector<ir::Value> outs;
-  for (ir::Value v : g.outputs()) outs.push_back(map[v.id]);
-  out.set_outputs(std::move(outs));
+  rebuild(g, out, [&](int, const ir::Node& n, std::vector<ir::Value> ops, const std::vector<ir::Value>&) {
+    if (shaped(n)) return out.broadcast(out.op(ir::OpCode::Constant, {}, n.attrs, {}, n.dtype), n.shape, {});
+    return out.op(n.op, std::move(ops), n.attrs, n.shape, n.dtype);
+  });
   return true;
 }
 
@@ -412,17 +397,15 @@ std::unique_ptr<Plan> make_plan(const ir::Graph& graph, const PlanOptions& opt) 
   // Outputs that may be written over an input they overlap (in-place ops: x.add_(y), an
   // optimizer's parameters and moments): the input is read by no later step nor passed
   // through, and the producing loop reads it element by element before writing.
+  // (Only a parameter of the output's byte size can be exactly its memory.)
   p.out_overwrites.assign(p.out_root.size(), {});
-  std::vector<int> step_of_value(nv, -1);
-  for (int k = 0; k < ns; ++k)
-    for (int r : p.steps[k].results) step_of_value[r] = k;
   for (size_t i = 0; i < p.out_root.size(); ++i) {
-    int r = p.out_root[i], k = step_of_value[r];
+    int r = p.out_root[i], k = step_of[r];
     if (k < 0 || p.slots[r].where != Where::kArena || !p.steps[k].fused) continue;
     const Step& s = p.steps[k];
     for (int pi = 0; pi < p.graph.num_params(); ++pi) {
       int v = p.param_value[pi];
-      if (v < 0 || p.param_read_at_end[pi] || last_use[v] > k) continue;
+      if (v < 0 || p.param_read_at_end[pi] || last_use[v] > k || p.slots[v].bytes != p.slots[r].bytes) continue;
       std::vector<char> target(s.operands.size(), 0);
       for (size_t j = 0; j < s.operands.size(); ++j) target[j] = p.slots[s.operands[j]].root == v;
       if (fused_may_overwrite(s, r, target)) p.out_overwrites[i].push_back(pi);
