@@ -20,6 +20,10 @@ struct Program {
   std::shared_ptr<runtime::Executable> exe;
   std::vector<Meta> input_metas;  // sizes, strides, offsets (dtype unused)
   std::vector<at::ScalarType> input_types;
+  // Per input, the first input viewing the same storage (itself if none): the program may
+  // read one input's elements through another's (end_capture), so a replay needs those
+  // inputs to share a storage again.
+  std::vector<int> input_shares;
   // A storage the program reads or writes: input k's (k >= 0) or new storage -k-1.
   struct In {
     int storage = 0;       // kind Input
@@ -100,6 +104,10 @@ std::shared_ptr<Program> end_capture(int dev, const std::vector<at::Tensor>& inp
   auto p = std::make_shared<Program>();
   p->dev = dev;
   std::unordered_map<c10::StorageImpl*, int> sid;  // storage -> id
+  // Inputs that are views of one storage (q, k and v sliced from one projection): a read,
+  // write or output view belongs to whichever of them contains it. compile.py's layout key
+  // includes which inputs share a storage, so a replay has the same sharing.
+  std::unordered_map<c10::StorageImpl*, std::vector<int>> sharing;
   std::vector<c10::Storage> now;                   // id -> this call's storage (new ids offset)
   for (size_t k = 0; k < inputs.size(); ++k) {
     const at::Tensor& t = inputs[k];
@@ -107,11 +115,22 @@ std::shared_ptr<Program> end_capture(int dev, const std::vector<at::Tensor>& inp
     p->input_metas.push_back(meta_of(t, ir::DType::F32));
     p->input_types.push_back(t.scalar_type());
     sid.emplace(storage_key(t), static_cast<int>(k));
+    auto& sh = sharing[storage_key(t)];
+    p->input_shares.push_back(sh.empty() ? static_cast<int>(k) : sh.front());
+    sh.push_back(static_cast<int>(k));
   }
   // Input k's view, or an empty one (nothing fits) when `dt` has another element size.
   auto input_meta = [&](int k, ir::DType dt) {
     if (static_cast<size_t>(inputs[k].element_size()) != ir::dtype_size(dt)) return Meta{{0}, {1}, 0, dt};
     return meta_of(inputs[k], dt);
+  };
+  // The input (of those sharing t's storage) whose view contains m; -1 if none does.
+  auto containing = [&](c10::StorageImpl* key, const Meta& m, ir::DType dt) {
+    auto sh = sharing.find(key);
+    if (sh == sharing.end()) return -1;
+    for (int k : sh->second)
+      if (inside(m, input_meta(k, dt))) return k;
+    return -1;
   };
   std::vector<c10::Storage> fresh;
   auto new_storage = [&](const at::Tensor& t) {
@@ -129,10 +148,13 @@ std::shared_ptr<Program> end_capture(int dev, const std::vector<at::Tensor>& inp
     if (!o.is_privateuseone()) return fail("an output is not a tpu tensor");
     auto it = sid.find(storage_key(o));
     if (it != sid.end() && it->second >= 0) {
-      if (o.element_size() != inputs[it->second].element_size() ||
-          !inside(meta_of(o, ir::DType::F32), meta_of(inputs[it->second], ir::DType::F32)))
-        return fail("an output aliases memory outside its input");
-      p->outs.push_back({it->second, meta_of(o, ir::DType::F32), o.scalar_type()});
+      int k = -1;
+      for (int j : sharing[storage_key(o)])
+        if (o.element_size() == inputs[j].element_size() &&
+            inside(meta_of(o, ir::DType::F32), meta_of(inputs[j], ir::DType::F32)))
+          k = k < 0 ? j : k;
+      if (k < 0) return fail("an output aliases memory outside its input");
+      p->outs.push_back({k, meta_of(o, ir::DType::F32), o.scalar_type()});
       continue;
     }
     auto tr = w.tracked.find(storage_key(o));
@@ -157,7 +179,8 @@ std::shared_ptr<Program> end_capture(int dev, const std::vector<at::Tensor>& inp
     auto it = sid.find(key);
     if (it != sid.end()) {
       id = it->second;
-      if (id >= 0 && !inside(tp->meta, input_meta(id, tp->meta.dtype))) return fail("the graph writes outside an input");
+      if (id >= 0) id = containing(key, tp->meta, tp->meta.dtype);
+      if (id == -1 && it->second >= 0) return fail("the graph writes outside an input");
     } else if (auto f = flag_index.find(key); f != flag_index.end()) {
       id = new_storage(w.check_flags[f->second]);
       p->check_storage.push_back(id);
@@ -184,9 +207,10 @@ std::shared_ptr<Program> end_capture(int dev, const std::vector<at::Tensor>& inp
       in.constant = pr.tensor;  // this call's state (already reserved at record time)
     } else if (auto it = pr.tensor.is_privateuseone() ? sid.find(storage_key(pr.tensor)) : sid.end();
                it != sid.end() && it->second >= 0) {
-      if (!inside(pr.meta, input_meta(it->second, pr.meta.dtype))) return fail("the graph reads outside an input");
+      int k = containing(storage_key(pr.tensor), pr.meta, pr.meta.dtype);
+      if (k < 0) return fail("the graph reads outside an input");
       in.kind = Program::In::Input;
-      in.storage = it->second;
+      in.storage = k;
     } else {
       if (pr.tensor.is_privateuseone() && sid.count(storage_key(pr.tensor)))
         return fail("the graph reads a tensor it computed before a sync point");
@@ -232,6 +256,8 @@ bool program_matches(const Program& p, const std::vector<at::Tensor>& inputs) {
     if (!t.is_privateuseone() || t.scalar_type() != p.input_types[k] || t.storage_offset() != m.offset || t.sizes() != c10::IntArrayRef(m.sizes) ||
         t.strides() != c10::IntArrayRef(m.strides))
       return false;
+    const int first = p.input_shares[k];
+    if (first != static_cast<int>(k) && !t.storage().is_alias_of(inputs[first].storage())) return false;
   }
   return true;
 }

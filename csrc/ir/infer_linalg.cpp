@@ -75,6 +75,33 @@ Attrs custom_call_attrs(CustomCallTarget target, int64_t index, std::vector<int6
   return a;
 }
 
+// sdpa_fwd / sdpa_bwd (custom_calls.def): f32 q [.., L, E], k [.., S, E], v [.., S, Ev];
+// backward also out [.., L, Ev], dout [.., L, Ev], logsumexp [.., L].
+static std::vector<CallResult> sdpa_results(const Graph& g, const Node& n, CustomCallTarget t, const std::string& op) {
+  const Node& q = g.nodes()[n.operands[0]];
+  TPU_CHECK(q.shape.size() >= 2, "[", op, "] query needs rank >= 2; got ", shape_str(q.shape));
+  const Shape batch = batch_of(q.shape, 2);
+  const Node& k = operand(g, n, 1, 2, batch, op);
+  const Node& v = operand(g, n, 2, 2, batch, op);
+  for (const Node* x : {&q, &k, &v})
+    TPU_CHECK(x->dtype == DType::F32, "[", op, "] unsupported dtype; got ", dtype_name(x->dtype), ", expected f32");
+  const int64_t L = q.shape[q.shape.size() - 2], E = q.shape.back(), S = k.shape[k.shape.size() - 2];
+  const int64_t Ev = v.shape.back();
+  TPU_CHECK(k.shape.back() == E, "[", op, "] key width ", k.shape.back(), " differs from the query's ", E);
+  TPU_CHECK(v.shape[v.shape.size() - 2] == S, "[", op, "] ", S, " keys but ", v.shape[v.shape.size() - 2],
+            " values");
+  const Shape out = cat(batch, {L, Ev}), lse = cat(batch, {L});
+  if (t == CustomCallTarget::SdpaFwd) return {{out, DType::F32}, {lse, DType::F32}};
+  const Node& o = operand(g, n, 3, 2, batch, op);
+  const Node& dout = operand(g, n, 4, 2, batch, op);
+  const Node& l = operand(g, n, 5, 1, batch, op);
+  TPU_CHECK(o.shape == out && dout.shape == out && l.shape == lse && o.dtype == DType::F32 &&
+                dout.dtype == DType::F32 && l.dtype == DType::F32,
+            "[", op, "] out, dout and logsumexp must be f32 ", shape_str(out), ", ", shape_str(out), " and ",
+            shape_str(lse), "; got ", shape_str(o.shape), ", ", shape_str(dout.shape), " and ", shape_str(l.shape));
+  return {{q.shape, DType::F32}, {k.shape, DType::F32}, {v.shape, DType::F32}};
+}
+
 std::vector<CallResult> custom_call_results(const Graph& g, const Node& n) {
   TPU_CHECK(n.attrs.ivalue >= 0 && n.attrs.ivalue < static_cast<int64_t>(CustomCallTarget::kNumTargets),
             "[custom_call] unknown target id ", n.attrs.ivalue);
@@ -95,6 +122,7 @@ std::vector<CallResult> custom_call_results(const Graph& g, const Node& n) {
               x.shape.back(), " pivots");
     return {{cat(batch_of(x.shape, 1), {p(0)}), DType::I32}};
   }
+  if (t == CustomCallTarget::SdpaFwd || t == CustomCallTarget::SdpaBwd) return sdpa_results(g, n, t, op);
   check_float(x, op);
   TPU_CHECK(x.shape.size() >= 2, "[", op, "] operand 0 needs rank >= 2; got ", shape_str(x.shape));
   const Shape batch = batch_of(x.shape, 2);

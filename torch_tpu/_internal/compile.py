@@ -79,14 +79,22 @@ def _decompositions() -> dict:
         name = op.name()
         if not torch._C._dispatch_has_kernel_for_dispatch_key(name, "PrivateUse1"):
             table[op] = fn
+    # scaled_dot_product_attention traces through its own CompositeImplicit kernel instead,
+    # which asks the backend choice: tpu's fused attention (kept whole, as in eager) or the
+    # math path (decomposed by that kernel). The table's entry would always take the math path.
+    table.pop(torch.ops.aten.scaled_dot_product_attention.default, None)
     return table
 
 
 def _layout_key(args) -> tuple:
-    key = []
-    for a in args:
+    """Per argument its layout; for tensors also the first argument viewing the same storage
+    (a capture reads inputs that share a storage through one of them: a call whose inputs
+    share differently is another capture)."""
+    key, first = [], {}
+    for i, a in enumerate(args):
         if isinstance(a, torch.Tensor):
-            key.append((a.device.type, a.dtype, tuple(a.shape), a.stride(), a.storage_offset()))
+            shared = first.setdefault(a.untyped_storage().data_ptr(), i) if a.numel() else i
+            key.append((a.device.type, a.dtype, tuple(a.shape), a.stride(), a.storage_offset(), shared))
         else:
             key.append(a)
     return tuple(key)

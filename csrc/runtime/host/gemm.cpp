@@ -364,6 +364,17 @@ void gemm_f32_with(const GemmShape& s, GemmKernel k, const float* a, const float
   run_dnnl(ma, mb, mc, GemmType::F32, a, b, c);
 }
 
+void gemm_f32_serial(const GemmShape& s, const float* a, const float* b, float* c) {
+  if (s.batch == 0 || s.m == 0 || s.n == 0) return;
+  if (s.k == 0) {
+    std::memset(c, 0, sizeof(float) * s.batch * s.m * s.n);
+    return;
+  }
+  OmpThreads one(1);
+  run_sgemm(whole(s.batch, s.m, s.k, s.trans_a), whole(s.batch, s.k, s.n, s.trans_b), whole(s.batch, s.m, s.n, false),
+            a, b, c);
+}
+
 void gemm_f64(const GemmShape& s, const double* a, const double* b, double* c) {
   if (s.batch == 0 || s.m == 0 || s.n == 0) return;
   if (s.k == 0) {

@@ -51,6 +51,10 @@ bool gemm_small_takes(int64_t batch, int64_t m, int64_t k);
 enum class GemmKernel : uint8_t { Auto, Matmul, Sgemm, Tune };
 void gemm_f32_with(const GemmShape& s, GemmKernel k, const float* a, const float* b, float* c);
 
+// One small f32 product on the calling thread with oneDNN's sgemm: no primitive lookup, no
+// timing, no thread split (kernels that already run one block per pool thread).
+void gemm_f32_serial(const GemmShape& s, const float* a, const float* b, float* c);
+
 // Same for f64 (OpenBLAS dgemm, one call per batch).
 void gemm_f64(const GemmShape& s, const double* a, const double* b, double* c);
 

@@ -8,10 +8,12 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <type_traits>
 #include <vector>
 
 #include "base/error.h"
 #include "ir/custom_call.h"
+#include "runtime/host/attention.h"
 #include "runtime/host/kernels.h"
 #include "runtime/host/lapack.h"
 
@@ -294,6 +296,37 @@ void lu_pivots_to_permutation(const Call& c) {
   }
 }
 
+// sdpa_fwd / sdpa_bwd (attention.h): v1 = {L, E, S, Ev}; params causal, scale bits,
+// round_bf16. A result no step reads (logsumexp in inference, an unneeded gradient) has no
+// buffer: the kernel writes it into scratch.
+SdpaDims sdpa_dims(const Call& c) {
+  uint32_t bits = static_cast<uint32_t>(c.p(1));
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return {c.s.i0, c.s.v1[0], c.s.v1[2], c.s.v1[1], c.s.v1[3], c.p(0) != 0, scale, c.p(2) != 0};
+}
+
+float* or_scratch(const Call& c, int r, std::vector<float>& keep, int64_t n) {
+  if (c.out[r]) return res<float>(c, r);
+  keep.resize(static_cast<size_t>(n));
+  return keep.data();
+}
+
+void sdpa_fwd_call(const Call& c) {
+  SdpaDims d = sdpa_dims(c);
+  std::vector<float> k0, k1;
+  const auto* in = reinterpret_cast<const float* const*>(c.in);
+  sdpa_forward(d, in[0], in[1], in[2], or_scratch(c, 0, k0, d.batch * d.L * d.Ev), or_scratch(c, 1, k1, d.batch * d.L));
+}
+
+void sdpa_bwd_call(const Call& c) {
+  SdpaDims d = sdpa_dims(c);
+  std::vector<float> k0, k1, k2;
+  const auto* in = reinterpret_cast<const float* const*>(c.in);
+  sdpa_backward(d, in[0], in[1], in[2], in[3], in[4], in[5], or_scratch(c, 0, k0, d.batch * d.L * d.E),
+                or_scratch(c, 1, k1, d.batch * d.S * d.E), or_scratch(c, 2, k2, d.batch * d.S * d.Ev));
+}
+
 using CallFn = void (*)(const Call&);
 template <class T>
 CallFn call_fn(CustomCallTarget t) {
@@ -308,6 +341,8 @@ CallFn call_fn(CustomCallTarget t) {
     case CustomCallTarget::Sytrf: return &sytrf<T>;
     case CustomCallTarget::Sytrs: return &sytrs<T>;
     case CustomCallTarget::LuPivotsToPermutation: return &lu_pivots_to_permutation;
+    case CustomCallTarget::SdpaFwd: return std::is_same_v<T, float> ? &sdpa_fwd_call : nullptr;
+    case CustomCallTarget::SdpaBwd: return std::is_same_v<T, float> ? &sdpa_bwd_call : nullptr;
     default: return nullptr;
   }
 }
@@ -351,6 +386,11 @@ void prepare_linalg(const ir::Graph& g, Step& s) {
   if (t == CustomCallTarget::Orgqr) last(1, 1);
   if (t == CustomCallTarget::Ormqr) last(1, 1), last(2, 2);
   if (t == CustomCallTarget::Sytrs) s.v1.push_back(nodes[n.operands[2]].shape.back());
+  if (t == CustomCallTarget::SdpaFwd || t == CustomCallTarget::SdpaBwd) {
+    const ir::Shape &k = nodes[n.operands[1]].shape, &v = nodes[n.operands[2]].shape;
+    s.v1.push_back(k[k.size() - 2]);
+    s.v1.push_back(v.back());
+  }
   CallFn fn = x.dtype == DType::F64 ? call_fn<double>(t) : call_fn<float>(t);
   TPU_CHECK(fn != nullptr, "[host custom_call] no kernel for target ", ir::custom_call_info(t).name);
   s.i1 = reinterpret_cast<int64_t>(fn);

@@ -1,0 +1,169 @@
+// Scaled dot-product attention kernels (attention.h): blocks of kBlock query rows per
+// (batch, head); a block's scores, probabilities and gradients stay in per-thread scratch.
+#include "runtime/host/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "runtime/host/gemm.h"
+#include "runtime/host/numeric.h"
+#include "runtime/host/parallel.h"
+#include "runtime/host/vec_math.h"
+
+namespace torch_tpu::host {
+namespace {
+
+constexpr int64_t kBlock = 64;  // query rows per block
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Per-thread scratch (pool threads keep theirs between calls).
+std::vector<float>& scratch(int i) {
+  thread_local std::vector<float> s[3];
+  return s[i];
+}
+
+float* sized(int i, int64_t n) {
+  auto& v = scratch(i);
+  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+  return v.data();
+}
+
+void product(int64_t m, int64_t n, int64_t k, bool ta, bool tb, const float* a, const float* b, float* c) {
+  gemm_f32_serial(GemmShape{1, m, n, k, ta, tb}, a, b, c);
+}
+
+// Keys that query row i sees, of the block's sa.
+int64_t keys_of(const SdpaDims& d, int64_t i, int64_t sa) { return d.causal ? std::min(sa, i + 1) : sa; }
+
+// The keys a block of rows [i0, i1) sees (causal: up to its last row's).
+int64_t block_keys(const SdpaDims& d, int64_t i1) { return d.causal ? std::min(d.S, i1) : d.S; }
+
+void round_row(float* x, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) x[j] = round_bf16(x[j]);
+}
+
+// x[0, lim) scores -> probabilities (x[lim, n) zeroed); returns the row's logsumexp. A row
+// whose scaled scores are all -inf (or that sees no key) gives zeros and -inf, as
+// _safe_softmax; a NaN score makes the row NaN.
+float softmax_row(float* x, int64_t lim, int64_t n, float scale, bool round) {
+  float mx = kNegInf;
+  for (int64_t j = 0; j < lim; ++j) {
+    x[j] *= scale;
+    mx = std::max(mx, x[j]);
+  }
+  std::fill(x + lim, x + n, 0.0f);
+  if (mx == kNegInf) {
+    std::fill(x, x + lim, 0.0f);
+    return kNegInf;
+  }
+  for (int64_t j = 0; j < lim; ++j) x[j] -= mx;
+  vec::exp_f32(x, x, lim);
+  float sum = 0.0f;
+  for (int64_t j = 0; j < lim; ++j) sum += x[j];
+  for (int64_t j = 0; j < lim; ++j) x[j] /= sum;
+  if (round) round_row(x, lim);
+  return mx + std::log(sum);
+}
+
+// p[0, lim) = exp(scale * s - lse) (the forward's probabilities, unrounded); p[lim, n) = 0.
+void probs_row(float* p, int64_t lim, int64_t n, float scale, float lse) {
+  std::fill(p + lim, p + n, 0.0f);
+  if (lse == kNegInf) {
+    std::fill(p, p + lim, 0.0f);
+    return;
+  }
+  for (int64_t j = 0; j < lim; ++j) p[j] = p[j] * scale - lse;
+  vec::exp_f32(p, p, lim);
+}
+
+void add_into(float* dst, const float* src, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
+}
+
+}  // namespace
+
+void sdpa_forward(const SdpaDims& d, const float* q, const float* k, const float* v, float* out, float* lse) {
+  if (d.batch == 0 || d.L == 0) return;
+  if (d.S == 0) {
+    std::fill(out, out + d.batch * d.L * d.Ev, 0.0f);
+    std::fill(lse, lse + d.batch * d.L, kNegInf);
+    return;
+  }
+  const int64_t nq = (d.L + kBlock - 1) / kBlock;
+  parallel_for(d.batch * nq, 1, [&](int64_t b, int64_t e) {
+    for (int64_t it = b; it < e; ++it) {
+      const int64_t bh = it / nq, i0 = (it % nq) * kBlock, i1 = std::min(d.L, i0 + kBlock), m = i1 - i0;
+      const int64_t sa = block_keys(d, i1);
+      const float* Q = q + (bh * d.L + i0) * d.E;
+      const float* K = k + bh * d.S * d.E;
+      const float* V = v + bh * d.S * d.Ev;
+      float* s = sized(0, m * sa);
+      product(m, sa, d.E, false, true, Q, K, s);
+      for (int64_t r = 0; r < m; ++r)
+        lse[bh * d.L + i0 + r] = softmax_row(s + r * sa, keys_of(d, i0 + r, sa), sa, d.scale, d.round_bf16);
+      product(m, d.Ev, sa, false, false, s, V, out + (bh * d.L + i0) * d.Ev);
+    }
+  });
+}
+
+void sdpa_backward(const SdpaDims& d, const float* q, const float* k, const float* v, const float* out,
+                   const float* dout, const float* lse, float* dq, float* dk, float* dv) {
+  (void)out;  // the row terms come from the recomputed probabilities (as softmax's backward)
+  std::fill(dk, dk + d.batch * d.S * d.E, 0.0f);
+  std::fill(dv, dv + d.batch * d.S * d.Ev, 0.0f);
+  if (d.batch == 0 || d.L == 0) return;
+  if (d.S == 0) {
+    std::fill(dq, dq + d.batch * d.L * d.E, 0.0f);
+    return;
+  }
+  const int64_t nq = (d.L + kBlock - 1) / kBlock;
+  // One thread per (batch, head): its blocks add into the same dk and dv rows.
+  parallel_for(d.batch, 1, [&](int64_t b, int64_t e) {
+    for (int64_t bh = b; bh < e; ++bh) {
+      const float* K = k + bh * d.S * d.E;
+      const float* V = v + bh * d.S * d.Ev;
+      float* dK = dk + bh * d.S * d.E;
+      float* dV = dv + bh * d.S * d.Ev;
+      for (int64_t qb = 0; qb < nq; ++qb) {
+        const int64_t i0 = qb * kBlock, i1 = std::min(d.L, i0 + kBlock), m = i1 - i0, sa = block_keys(d, i1);
+        const float* Q = q + (bh * d.L + i0) * d.E;
+        const float* dO = dout + (bh * d.L + i0) * d.Ev;
+        float* p = sized(0, m * sa);
+        float* dp = sized(1, m * sa);
+        float* tmp = sized(2, std::max(sa * std::max(d.E, d.Ev), m * sa));
+        product(m, sa, d.E, false, true, Q, K, p);
+        for (int64_t r = 0; r < m; ++r)
+          probs_row(p + r * sa, keys_of(d, i0 + r, sa), sa, d.scale, lse[bh * d.L + i0 + r]);
+        // dV[:sa] += P^T dO (P as the forward's product read it)
+        const float* pv = p;
+        if (d.round_bf16) {
+          std::memcpy(dp, p, sizeof(float) * m * sa);
+          round_row(dp, m * sa);
+          pv = dp;
+        }
+        product(sa, d.Ev, m, true, false, pv, dO, tmp);
+        add_into(dV, tmp, sa * d.Ev);
+        // dP = dO V^T; dS = P (dP - rowsum(dP P)) * scale
+        product(m, sa, d.Ev, false, true, dO, V, dp);
+        for (int64_t r = 0; r < m; ++r) {
+          float* g = dp + r * sa;
+          const float* pr = p + r * sa;
+          const int64_t lim = keys_of(d, i0 + r, sa);
+          float dot = 0.0f;
+          for (int64_t j = 0; j < lim; ++j) dot += g[j] * pr[j];
+          for (int64_t j = 0; j < lim; ++j) g[j] = pr[j] * (g[j] - dot) * d.scale;
+          std::fill(g + lim, g + sa, 0.0f);
+          if (d.round_bf16) round_row(g, lim);
+        }
+        product(m, d.E, sa, false, false, dp, K, dq + (bh * d.L + i0) * d.E);  // dQ rows
+        product(sa, d.E, m, true, false, dp, Q, tmp);                         // dK[:sa] += dS^T Q
+        add_into(dK, tmp, sa * d.E);
+      }
+    }
+  });
+}
+
+}  // namespace torch_tpu::host
