@@ -119,17 +119,13 @@ std::shared_ptr<Program> end_capture(int dev, const std::vector<at::Tensor>& inp
     p->input_shares.push_back(sh.empty() ? static_cast<int>(k) : sh.front());
     sh.push_back(static_cast<int>(k));
   }
-  // Input k's view, or an empty one (nothing fits) when `dt` has another element size.
-  auto input_meta = [&](int k, ir::DType dt) {
-    if (static_cast<size_t>(inputs[k].element_size()) != ir::dtype_size(dt)) return Meta{{0}, {1}, 0, dt};
-    return meta_of(inputs[k], dt);
-  };
-  // The input (of those sharing t's storage) whose view contains m; -1 if none does.
-  auto containing = [&](c10::StorageImpl* key, const Meta& m, ir::DType dt) {
+  // The first input viewing storage `key` whose view contains m (elements of `esize` bytes:
+  // only an input of that element size can); -1 if none.
+  auto containing = [&](c10::StorageImpl* key, const Meta& m, size_t esize) {
     auto sh = sharing.find(key);
     if (sh == sharing.end()) return -1;
     for (int k : sh->second)
-      if (inside(m, input_meta(k, dt))) return k;
+      if (static_cast<size_t>(inputs[k].element_size()) == esize && inside(m, meta_of(inputs[k], m.dtype))) return k;
     return -1;
   };
   std::vector<c10::Storage> fresh;
@@ -148,11 +144,7 @@ std::shared_ptr<Program> end_capture(int dev, const std::vector<at::Tensor>& inp
     if (!o.is_privateuseone()) return fail("an output is not a tpu tensor");
     auto it = sid.find(storage_key(o));
     if (it != sid.end() && it->second >= 0) {
-      int k = -1;
-      for (int j : sharing[storage_key(o)])
-        if (o.element_size() == inputs[j].element_size() &&
-            inside(meta_of(o, ir::DType::F32), meta_of(inputs[j], ir::DType::F32)))
-          k = k < 0 ? j : k;
+      int k = containing(storage_key(o), meta_of(o, ir::DType::F32), o.element_size());
       if (k < 0) return fail("an output aliases memory outside its input");
       p->outs.push_back({k, meta_of(o, ir::DType::F32), o.scalar_type()});
       continue;
@@ -179,8 +171,10 @@ std::shared_ptr<Program> end_capture(int dev, const std::vector<at::Tensor>& inp
     auto it = sid.find(key);
     if (it != sid.end()) {
       id = it->second;
-      if (id >= 0) id = containing(key, tp->meta, tp->meta.dtype);
-      if (id == -1 && it->second >= 0) return fail("the graph writes outside an input");
+      if (id >= 0) {  // an input's storage: the input whose view holds the write
+        id = containing(key, tp->meta, ir::dtype_size(tp->meta.dtype));
+        if (id < 0) return fail("the graph writes outside an input");
+      }
     } else if (auto f = flag_index.find(key); f != flag_index.end()) {
       id = new_storage(w.check_flags[f->second]);
       p->check_storage.push_back(id);
@@ -207,7 +201,7 @@ std::shared_ptr<Program> end_capture(int dev, const std::vector<at::Tensor>& inp
       in.constant = pr.tensor;  // this call's state (already reserved at record time)
     } else if (auto it = pr.tensor.is_privateuseone() ? sid.find(storage_key(pr.tensor)) : sid.end();
                it != sid.end() && it->second >= 0) {
-      int k = containing(storage_key(pr.tensor), pr.meta, pr.meta.dtype);
+      int k = containing(storage_key(pr.tensor), pr.meta, ir::dtype_size(pr.meta.dtype));
       if (k < 0) return fail("the graph reads outside an input");
       in.kind = Program::In::Input;
       in.storage = k;

@@ -76,7 +76,7 @@ Attrs custom_call_attrs(CustomCallTarget target, int64_t index, std::vector<int6
 }
 
 // sdpa_fwd / sdpa_bwd (custom_calls.def): f32 q [.., L, E], k [.., S, E], v [.., S, Ev];
-// backward also out [.., L, Ev], dout [.., L, Ev], logsumexp [.., L].
+// backward also dout [.., L, Ev], logsumexp [.., L].
 static std::vector<CallResult> sdpa_results(const Graph& g, const Node& n, CustomCallTarget t, const std::string& op) {
   const Node& q = g.nodes()[n.operands[0]];
   TPU_CHECK(q.shape.size() >= 2, "[", op, "] query needs rank >= 2; got ", shape_str(q.shape));
@@ -92,13 +92,11 @@ static std::vector<CallResult> sdpa_results(const Graph& g, const Node& n, Custo
             " values");
   const Shape out = cat(batch, {L, Ev}), lse = cat(batch, {L});
   if (t == CustomCallTarget::SdpaFwd) return {{out, DType::F32}, {lse, DType::F32}};
-  const Node& o = operand(g, n, 3, 2, batch, op);
-  const Node& dout = operand(g, n, 4, 2, batch, op);
-  const Node& l = operand(g, n, 5, 1, batch, op);
-  TPU_CHECK(o.shape == out && dout.shape == out && l.shape == lse && o.dtype == DType::F32 &&
-                dout.dtype == DType::F32 && l.dtype == DType::F32,
-            "[", op, "] out, dout and logsumexp must be f32 ", shape_str(out), ", ", shape_str(out), " and ",
-            shape_str(lse), "; got ", shape_str(o.shape), ", ", shape_str(dout.shape), " and ", shape_str(l.shape));
+  const Node& dout = operand(g, n, 3, 2, batch, op);
+  const Node& l = operand(g, n, 4, 1, batch, op);
+  TPU_CHECK(dout.shape == out && l.shape == lse && dout.dtype == DType::F32 && l.dtype == DType::F32, "[", op,
+            "] dout and logsumexp must be f32 ", shape_str(out), " and ", shape_str(lse), "; got ",
+            dtype_name(dout.dtype), shape_str(dout.shape), " and ", dtype_name(l.dtype), shape_str(l.shape));
   return {{q.shape, DType::F32}, {k.shape, DType::F32}, {v.shape, DType::F32}};
 }
 

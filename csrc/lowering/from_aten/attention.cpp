@@ -136,12 +136,12 @@ void sdpa_backward(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::
   constexpr const char* kOp = "_scaled_dot_product_fused_attention_overrideable_backward";
   auto args = torch::jit::last(*stack, 17);
   const at::Tensor dout = args[0].toTensor(), q = args[1].toTensor(), k = args[2].toTensor(), v = args[3].toTensor();
-  const at::Tensor out = args[6].toTensor(), lse = args[7].toTensor();
+  const at::Tensor lse = args[7].toTensor();  // args[6], the forward's out, is not needed
   check_supported(kOp, q, k, v, args[4], args[12].toDouble());
   const Sdpa p = sdpa_of(q, args[13].toBool(), args[16].toOptional<double>());
   Lower L(kOp);
-  std::vector<Value> ops{operand(L, p, q),   operand(L, p, k),   operand(L, p, v),
-                         L.in(out, DType::F32), operand(L, p, dout), L.in(lse, DType::F32)};
+  std::vector<Value> ops{operand(L, p, q), operand(L, p, k), operand(L, p, v), operand(L, p, dout),
+                         L.in(lse, DType::F32)};
   std::vector<Value> grads;
   for (int i = 0; i < 3; ++i) grads.push_back(call(L, ir::CustomCallTarget::SdpaBwd, i, ops, p));
   std::vector<at::Tensor> dsts{at::empty_like(q), at::empty_like(k), at::empty_like(v)};

@@ -109,9 +109,8 @@ void sdpa_forward(const SdpaDims& d, const float* q, const float* k, const float
   });
 }
 
-void sdpa_backward(const SdpaDims& d, const float* q, const float* k, const float* v, const float* out,
-                   const float* dout, const float* lse, float* dq, float* dk, float* dv) {
-  (void)out;  // the row terms come from the recomputed probabilities (as softmax's backward)
+void sdpa_backward(const SdpaDims& d, const float* q, const float* k, const float* v, const float* dout,
+                   const float* lse, float* dq, float* dk, float* dv) {
   std::fill(dk, dk + d.batch * d.S * d.E, 0.0f);
   std::fill(dv, dv + d.batch * d.S * d.Ev, 0.0f);
   if (d.batch == 0 || d.L == 0) return;

@@ -22,9 +22,10 @@ struct SdpaDims {
 // denominator plus its max (-inf, with out 0, for a row that sees no key).
 void sdpa_forward(const SdpaDims& d, const float* q, const float* k, const float* v, float* out, float* lse);
 
-// The gradients of sdpa_forward's out for dout, from the forward's out and lse (the
-// probabilities are recomputed block by block).
-void sdpa_backward(const SdpaDims& d, const float* q, const float* k, const float* v, const float* out,
-                   const float* dout, const float* lse, float* dq, float* dk, float* dv);
+// The gradients of sdpa_forward's out for dout, from the forward's lse (the probabilities
+// are recomputed block by block; each row's softmax-gradient term is rowsum(dP * P), as the
+// math path's softmax backward computes it).
+void sdpa_backward(const SdpaDims& d, const float* q, const float* k, const float* v, const float* dout,
+                   const float* lse, float* dq, float* dk, float* dv);
 
 }  // namespace torch_tpu::host

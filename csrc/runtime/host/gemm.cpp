@@ -322,12 +322,16 @@ bool gemm_has_bf16() {
   return has;
 }
 
+// A product with no multiply-add: nothing to write, or zeros (k = 0). Returns whether it was.
+static bool empty_product(const GemmShape& s, float* c) {
+  if (s.batch == 0 || s.m == 0 || s.n == 0) return true;
+  if (s.k != 0) return false;
+  std::memset(c, 0, sizeof(float) * s.batch * s.m * s.n);
+  return true;
+}
+
 void gemm(const GemmShape& s, GemmType t, const void* a, const void* b, float* c) {
-  if (s.batch == 0 || s.m == 0 || s.n == 0) return;
-  if (s.k == 0) {
-    std::memset(c, 0, sizeof(float) * s.batch * s.m * s.n);
-    return;
-  }
+  if (empty_product(s, c)) return;
   if (s.batch * s.m * s.n * s.k <= kTinyGemm) {
     if (t == GemmType::F32) gemm_tiny(s, static_cast<const float*>(a), static_cast<const float*>(b), c);
     else gemm_tiny(s, static_cast<const uint16_t*>(a), static_cast<const uint16_t*>(b), c);
@@ -365,11 +369,7 @@ void gemm_f32_with(const GemmShape& s, GemmKernel k, const float* a, const float
 }
 
 void gemm_f32_serial(const GemmShape& s, const float* a, const float* b, float* c) {
-  if (s.batch == 0 || s.m == 0 || s.n == 0) return;
-  if (s.k == 0) {
-    std::memset(c, 0, sizeof(float) * s.batch * s.m * s.n);
-    return;
-  }
+  if (empty_product(s, c)) return;
   OmpThreads one(1);
   run_sgemm(whole(s.batch, s.m, s.k, s.trans_a), whole(s.batch, s.k, s.n, s.trans_b), whole(s.batch, s.m, s.n, false),
             a, b, c);

@@ -323,7 +323,7 @@ void sdpa_bwd_call(const Call& c) {
   SdpaDims d = sdpa_dims(c);
   std::vector<float> k0, k1, k2;
   const auto* in = reinterpret_cast<const float* const*>(c.in);
-  sdpa_backward(d, in[0], in[1], in[2], in[3], in[4], in[5], or_scratch(c, 0, k0, d.batch * d.L * d.E),
+  sdpa_backward(d, in[0], in[1], in[2], in[3], in[4], or_scratch(c, 0, k0, d.batch * d.L * d.E),
                 or_scratch(c, 1, k1, d.batch * d.S * d.E), or_scratch(c, 2, k2, d.batch * d.S * d.Ev));
 }
 
