@@ -21,7 +21,7 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // Per-thread scratch (pool threads keep theirs between calls).
 std::vector<float>& scratch(int i) {
-  thread_local std::vector<float> s[3];
+  thread_local std::vector<float> s[2];
   return s[i];
 }
 
@@ -31,8 +31,10 @@ float* sized(int i, int64_t n) {
   return v.data();
 }
 
-void product(int64_t m, int64_t n, int64_t k, bool ta, bool tb, const float* a, const float* b, float* c) {
-  gemm_f32_serial(GemmShape{1, m, n, k, ta, tb}, a, b, c);
+// c = a x b, or c += a x b with `acc`.
+void product(int64_t m, int64_t n, int64_t k, bool ta, bool tb, const float* a, const float* b, float* c,
+             bool acc = false) {
+  gemm_f32_serial(GemmShape{1, m, n, k, ta, tb}, a, b, c, acc);
 }
 
 // Keys that query row i sees, of the block's sa.
@@ -40,6 +42,42 @@ int64_t keys_of(const SdpaDims& d, int64_t i, int64_t sa) { return d.causal ? st
 
 // The keys a block of rows [i0, i1) sees (causal: up to its last row's).
 int64_t block_keys(const SdpaDims& d, int64_t i1) { return d.causal ? std::min(d.S, i1) : d.S; }
+
+// Row reductions in 8 independent lanes (the compiler vectorizes them; a single running sum
+// would wait on each add's latency).
+constexpr int kLanes = 8;
+
+float row_max(const float* x, int64_t n) {
+  float m[kLanes];
+  std::fill(m, m + kLanes, kNegInf);
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) m[l] = std::max(m[l], x[j + l]);
+  for (; j < n; ++j) m[0] = std::max(m[0], x[j]);
+  return *std::max_element(m, m + kLanes);
+}
+
+float row_sum(const float* x, int64_t n) {
+  float s[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) s[l] += x[j + l];
+  for (; j < n; ++j) s[0] += x[j];
+  float t = 0.0f;
+  for (float v : s) t += v;
+  return t;
+}
+
+float row_dot(const float* x, const float* y, int64_t n) {
+  float s[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) s[l] += x[j + l] * y[j + l];
+  for (; j < n; ++j) s[0] += x[j] * y[j];
+  float t = 0.0f;
+  for (float v : s) t += v;
+  return t;
+}
 
 void round_row(float* x, int64_t n) {
   for (int64_t j = 0; j < n; ++j) x[j] = round_bf16(x[j]);
@@ -49,11 +87,8 @@ void round_row(float* x, int64_t n) {
 // whose scaled scores are all -inf (or that sees no key) gives zeros and -inf, as
 // _safe_softmax; a NaN score makes the row NaN.
 float softmax_row(float* x, int64_t lim, int64_t n, float scale, bool round) {
-  float mx = kNegInf;
-  for (int64_t j = 0; j < lim; ++j) {
-    x[j] *= scale;
-    mx = std::max(mx, x[j]);
-  }
+  for (int64_t j = 0; j < lim; ++j) x[j] *= scale;
+  const float mx = row_max(x, lim);
   std::fill(x + lim, x + n, 0.0f);
   if (mx == kNegInf) {
     std::fill(x, x + lim, 0.0f);
@@ -61,8 +96,7 @@ float softmax_row(float* x, int64_t lim, int64_t n, float scale, bool round) {
   }
   for (int64_t j = 0; j < lim; ++j) x[j] -= mx;
   vec::exp_f32(x, x, lim);
-  float sum = 0.0f;
-  for (int64_t j = 0; j < lim; ++j) sum += x[j];
+  const float sum = row_sum(x, lim);
   for (int64_t j = 0; j < lim; ++j) x[j] /= sum;
   if (round) round_row(x, lim);
   return mx + std::log(sum);
@@ -77,10 +111,6 @@ void probs_row(float* p, int64_t lim, int64_t n, float scale, float lse) {
   }
   for (int64_t j = 0; j < lim; ++j) p[j] = p[j] * scale - lse;
   vec::exp_f32(p, p, lim);
-}
-
-void add_into(float* dst, const float* src, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
 }
 
 }  // namespace
@@ -132,7 +162,6 @@ void sdpa_backward(const SdpaDims& d, const float* q, const float* k, const floa
         const float* dO = dout + (bh * d.L + i0) * d.Ev;
         float* p = sized(0, m * sa);
         float* dp = sized(1, m * sa);
-        float* tmp = sized(2, std::max(sa * std::max(d.E, d.Ev), m * sa));
         product(m, sa, d.E, false, true, Q, K, p);
         for (int64_t r = 0; r < m; ++r)
           probs_row(p + r * sa, keys_of(d, i0 + r, sa), sa, d.scale, lse[bh * d.L + i0 + r]);
@@ -143,23 +172,20 @@ void sdpa_backward(const SdpaDims& d, const float* q, const float* k, const floa
           round_row(dp, m * sa);
           pv = dp;
         }
-        product(sa, d.Ev, m, true, false, pv, dO, tmp);
-        add_into(dV, tmp, sa * d.Ev);
+        product(sa, d.Ev, m, true, false, pv, dO, dV, true);
         // dP = dO V^T; dS = P (dP - rowsum(dP P)) * scale
         product(m, sa, d.Ev, false, true, dO, V, dp);
         for (int64_t r = 0; r < m; ++r) {
           float* g = dp + r * sa;
           const float* pr = p + r * sa;
           const int64_t lim = keys_of(d, i0 + r, sa);
-          float dot = 0.0f;
-          for (int64_t j = 0; j < lim; ++j) dot += g[j] * pr[j];
+          const float dot = row_dot(g, pr, lim);
           for (int64_t j = 0; j < lim; ++j) g[j] = pr[j] * (g[j] - dot) * d.scale;
           std::fill(g + lim, g + sa, 0.0f);
           if (d.round_bf16) round_row(g, lim);
         }
         product(m, d.E, sa, false, false, dp, K, dq + (bh * d.L + i0) * d.E);  // dQ rows
-        product(sa, d.E, m, true, false, dp, Q, tmp);                         // dK[:sa] += dS^T Q
-        add_into(dK, tmp, sa * d.E);
+        product(sa, d.E, m, true, false, dp, Q, dK, true);                    // dK[:sa] += dS^T Q
       }
     }
   });

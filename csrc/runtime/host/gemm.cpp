@@ -130,13 +130,14 @@ bool sgemm_reads(const Mat& ma, const Mat& mb, const Mat& mc, SgemmOperand* oa, 
 // oneDNN's sgemm (its jit GEMM kernels, the ones PyTorch's mkldnn matmul used before brgemm):
 // on AVX2 it runs at OpenBLAS's speed where the matmul primitive's brgemm reaches 35-80 % of it
 // (docs/decisions/gemm.md). Threads: the calling thread's OpenMP count (1 here).
-void run_sgemm(const Mat& ma, const Mat& mb, const Mat& mc, const float* a, const float* b, float* c) {
+void run_sgemm(const Mat& ma, const Mat& mb, const Mat& mc, const float* a, const float* b, float* c,
+               float beta = 0.0f) {
   SgemmOperand oa{}, ob{};
   TPU_CHECK(sgemm_reads(ma, mb, mc, &oa, &ob), "[host gemm] sgemm got a layout it cannot read");
   const int64_t M = mc.dims[1], N = mc.dims[2], K = ma.dims[2];
   for (int64_t i = 0; i < mc.dims[0]; ++i) {
     dnnl_status_t st = dnnl_sgemm(oa.trans, ob.trans, M, N, K, 1.0f, a + i * ma.strides[0], oa.ld, b + i * mb.strides[0],
-                                  ob.ld, 0.0f, c + i * mc.strides[0], mc.strides[1]);
+                                  ob.ld, beta, c + i * mc.strides[0], mc.strides[1]);
     TPU_CHECK(st == dnnl_success, "[host gemm] dnnl_sgemm failed; got status ", static_cast<int>(st),
               ", expected success");
   }
@@ -368,11 +369,11 @@ void gemm_f32_with(const GemmShape& s, GemmKernel k, const float* a, const float
   run_dnnl(ma, mb, mc, GemmType::F32, a, b, c);
 }
 
-void gemm_f32_serial(const GemmShape& s, const float* a, const float* b, float* c) {
-  if (empty_product(s, c)) return;
+void gemm_f32_serial(const GemmShape& s, const float* a, const float* b, float* c, bool accumulate) {
+  if (accumulate ? s.batch == 0 || s.m == 0 || s.n == 0 || s.k == 0 : empty_product(s, c)) return;
   OmpThreads one(1);
   run_sgemm(whole(s.batch, s.m, s.k, s.trans_a), whole(s.batch, s.k, s.n, s.trans_b), whole(s.batch, s.m, s.n, false),
-            a, b, c);
+            a, b, c, accumulate ? 1.0f : 0.0f);
 }
 
 void gemm_f64(const GemmShape& s, const double* a, const double* b, double* c) {

@@ -52,8 +52,9 @@ enum class GemmKernel : uint8_t { Auto, Matmul, Sgemm, Tune };
 void gemm_f32_with(const GemmShape& s, GemmKernel k, const float* a, const float* b, float* c);
 
 // One small f32 product on the calling thread with oneDNN's sgemm: no primitive lookup, no
-// timing, no thread split (kernels that already run one block per pool thread).
-void gemm_f32_serial(const GemmShape& s, const float* a, const float* b, float* c);
+// timing, no thread split (kernels that already run one block per pool thread). With
+// `accumulate`, C += A x B.
+void gemm_f32_serial(const GemmShape& s, const float* a, const float* b, float* c, bool accumulate = false);
 
 // Same for f64 (OpenBLAS dgemm, one call per batch).
 void gemm_f64(const GemmShape& s, const double* a, const double* b, double* c);
