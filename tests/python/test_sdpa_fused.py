@@ -1,6 +1,6 @@
-"""scaled_dot_product_attention's fused tpu kernel (csrc/lowering/from_aten/attention.cpp,
-runtime/host/attention.cpp): forward and backward against PyTorch CPU in the strict, fused and
-debug eager modes and under torch.compile; the problems it does not take (masks, dropout,
+"""scaled_dot_product_attention's fused tpu op (csrc/lowering/from_aten/attention.cpp; the host
+kernel runtime/host/attention.cpp, on pjrt its StableHLO expansion): forward and backward
+against PyTorch CPU in the strict, fused and debug eager modes and under torch.compile; the problems it does not take (masks, dropout,
 GQA, f64, sdpa_kernel(MATH)) take the math path and stay correct."""
 import pytest
 import torch
@@ -10,10 +10,6 @@ from torch.profiler import profile
 
 import torch_tpu
 from torch_tpu import EagerMode
-
-# The kernel is the host runtime's; on pjrt every problem takes the math path.
-host_only = pytest.mark.skipif(torch_tpu._C._runtime_name() == "pjrt",
-                               reason="the fused attention kernel runs on the host runtime only")
 
 FUSED = "aten::_scaled_dot_product_fused_attention_overrideable"
 FUSED_BWD = "aten::_scaled_dot_product_fused_attention_overrideable_backward"
@@ -46,7 +42,6 @@ SHAPES = [(2, 4, 128, 128, 32, 32), (1, 2, 70, 100, 16, 24), (2, 1, 100, 70, 8, 
           (1, 3, 65, 65, 8, 8)]
 
 
-@host_only
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
 def test_matches_cpu_at_highest(shape, causal):
@@ -70,7 +65,6 @@ def _clear():
     got.clear()
 
 
-@host_only
 def test_output_and_grads_keep_the_query_layout():
     q, k, v, do = _inputs(2, 4, 16, 16, 8, 8)
     out, dq, dk, dv = _run(q, k, v, do, "tpu", is_causal=True)
@@ -80,7 +74,6 @@ def test_output_and_grads_keep_the_query_layout():
     assert out.transpose(1, 2).view(2, 16, 32).shape == (2, 16, 32)
 
 
-@host_only
 @pytest.mark.parametrize("dtype,prec,tol", [(torch.float32, "default", 3e-2), (torch.bfloat16, "highest", 8e-2)],
                          ids=["f32-default", "bf16"])
 def test_default_precision_and_bf16_within_bf16_error(dtype, prec, tol):
@@ -104,7 +97,6 @@ def test_eager_modes(mode):
         torch.testing.assert_close(g.cpu(), w, atol=2e-5, rtol=2e-5)
 
 
-@host_only
 def test_compiled_train_step_uses_the_kernel():
     import torch_tpu._internal.compile as tc
 
@@ -143,7 +135,6 @@ def test_compiled_train_step_uses_the_kernel():
     assert FUSED not in names
 
 
-@host_only
 def test_compiled_graph_holds_the_fused_op():
     from torch._functorch.aot_autograd import aot_function
 
@@ -223,3 +214,23 @@ def test_capture_of_inputs_sharing_a_storage():
     assert tc.stats()["captures"] == s0["captures"] + 2
     torch.testing.assert_close(f(bd[:, :6], bd[:, 2:]).cpu(), base[:1, :2] * 2 + base[:1, 2:4])
     assert tc.stats()["eager_calls"] == s0["eager_calls"]
+
+
+@pytest.mark.parametrize("case", ["bool-mask", "dynamic"])
+def test_compiled_problems_the_kernel_does_not_take(case):
+    """Under torch.compile the backend choice runs on fake tensors: a mask, or symbolic sizes
+    (dynamic=True), must still take the math path (the overrideable op would refuse a mask)."""
+    q, k, v, _ = _inputs(1, 2, 12, 12, 4, 4)
+    mask = torch.rand(12, 12, generator=torch.Generator().manual_seed(3)) > 0.3
+    mask[:, 0] = True  # every row sees a key
+    if case == "bool-mask":
+        fn = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask.to(q.device))  # noqa: E731
+        cf = torch.compile(fn, backend="tpu")
+        args = [(q, k, v)]
+    else:
+        fn = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)  # noqa: E731
+        cf = torch.compile(fn, backend="tpu", dynamic=True)
+        args = [(q, k, v), (q[:, :, :9], k[:, :, :9], v[:, :, :9])]
+    with torch_tpu.precision("highest"):
+        for a in args:
+            torch.testing.assert_close(cf(*[t.to("tpu") for t in a]).cpu(), fn(*a), atol=2e-5, rtol=2e-5)

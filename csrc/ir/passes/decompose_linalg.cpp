@@ -1,5 +1,6 @@
 // decompose_linalg: the graph copy that replaces each LAPACK custom_call by StableHLO ops and
-// XLA's expander targets (cholesky, Qr, ProductOfElementaryHouseholderReflectors, Eigh).
+// XLA's expander targets (cholesky, Qr, ProductOfElementaryHouseholderReflectors, Eigh), and
+// the host attention calls by their math (decompose_attention.cpp).
 // One call's results are built once and shared by the nodes that select them. The unrolled
 // LU and the pivot permutation are in decompose_lu.cpp.
 #include "ir/passes/decompose_linalg.h"
@@ -248,6 +249,8 @@ std::vector<Value> lower_call(Graph& out, const Node& n, const std::vector<Value
     case CustomCallTarget::Ormqr: return {ormqr(m, ops[0], ops[1], ops[2], p(0), p(1))};
     case CustomCallTarget::Syevd: return syevd(m, ops[0], p(0), p(1));
     case CustomCallTarget::Gesdd: return gesdd(m, ops[0], p(0), p(1));
+    case CustomCallTarget::SdpaFwd: return sdpa_forward(m, n, ops);
+    case CustomCallTarget::SdpaBwd: return sdpa_backward(m, n, ops);
     case CustomCallTarget::Sytrf:
     case CustomCallTarget::Sytrs:
       if (std::any_of(ops.begin(), ops.end(), [&](Value v) { return numel(out.shape(v)) == 0; })) {
@@ -262,7 +265,7 @@ std::vector<Value> lower_call(Graph& out, const Node& n, const std::vector<Value
   }
   TPU_CHECK(false, "[decompose_linalg] no XLA-side decomposition for custom_call ", custom_call_info(t).target[0],
             "; got target ", custom_call_info(t).name, ", expected potrf, getrf, lu_pivots_to_permutation, geqrf, "
-            "orgqr, ormqr, syevd or gesdd");
+            "orgqr, ormqr, syevd, gesdd, sdpa_fwd or sdpa_bwd");
   return {};
 }
 

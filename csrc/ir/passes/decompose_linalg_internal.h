@@ -38,5 +38,9 @@ std::vector<Value> potrf(const Mat& m, Value a, bool lower);
 std::vector<Value> getrf(const Mat& m, Value a);
 // lu_pivots_to_permutation(pivots i32 [.., k]) -> perm i32 [.., rows]
 Value pivots_to_permutation(const Mat& m, Value pivots, int64_t rows);
+// sdpa_fwd(q, k, v) -> {out, logsumexp}; sdpa_bwd(q, k, v, dout, logsumexp) -> {dq, dk, dv}
+// (decompose_attention.cpp; `n` carries the params).
+std::vector<Value> sdpa_forward(const Mat& m, const Node& n, const std::vector<Value>& ops);
+std::vector<Value> sdpa_backward(const Mat& m, const Node& n, const std::vector<Value>& ops);
 
 }  // namespace torch_tpu::ir::linalg

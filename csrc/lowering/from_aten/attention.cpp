@@ -1,10 +1,11 @@
 // scaled_dot_product_attention's fused path on tpu (docs/decisions/sdpa-math-path.md):
 // `_fused_sdp_choice_stub` for PrivateUse1 picks SDPBackend::overrideable for the problems the
-// host kernel takes (4-D f32/bf16 q, k, v with equal heads, no attn_mask, no dropout; host
-// runtime), else the math path as before. `_scaled_dot_product_fused_attention_overrideable`
+// kernel takes (4-D f32/bf16 q, k, v with equal heads, no attn_mask, no dropout, static
+// sizes), else the math path as before. `_scaled_dot_product_fused_attention_overrideable`
 // (+ `_backward`, autograd's formula for it) lower to the sdpa_fwd / sdpa_bwd custom calls
-// (ir/custom_calls.def, runtime/host/attention.cpp): a causal problem skips the masked half of
-// its products and no [L, S] score tensor is stored. torch.compile keeps the op whole (it has a
+// (ir/custom_calls.def): on the host runtime runtime/host/attention.cpp (a causal problem skips
+// the masked half of its products and no [L, S] score tensor is stored), on pjrt their
+// StableHLO math (ir/passes/decompose_attention.cpp). torch.compile keeps the op whole (it has a
 // tpu kernel), so captured graphs get the same kernel.
 #include <ATen/native/transformers/attention.h>
 #include <ATen/SDPBackend.h>
@@ -15,7 +16,6 @@
 
 #include "ir/custom_call.h"
 #include "lowering/from_aten/common.h"
-#include "runtime/runtime.h"
 
 namespace torch_tpu::lowering {
 namespace {
@@ -37,8 +37,7 @@ bool kernel_takes(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
       if (s.is_symbolic()) return false;
   for (int d : {0, 1})
     if (k.sym_size(d) != q.sym_size(d) || v.sym_size(d) != q.sym_size(d)) return false;
-  if (k.sym_size(3) != q.sym_size(3) || v.sym_size(2) != k.sym_size(2)) return false;
-  return std::string(runtime::current().name()) == "host";  // pjrt: the math path's dots
+  return k.sym_size(3) == q.sym_size(3) && v.sym_size(2) == k.sym_size(2);
 }
 
 int64_t choose(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const std::optional<at::Tensor>& mask,

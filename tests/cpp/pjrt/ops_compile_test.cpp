@@ -59,8 +59,8 @@ const std::map<std::string, std::string> kKnownFailures = {
     {"CustomCall[Sytrf]", "LAPACK target: no FFI handler in a bare plugin (decompose_linalg rewrites it)"},
     {"CustomCall[Sytrs]", "LAPACK target: no FFI handler in a bare plugin (decompose_linalg rewrites it)"},
     {"CustomCall[LuPivotsToPermutation]", "LAPACK target: no FFI handler in a bare plugin (decompose_linalg rewrites it)"},
-    {"CustomCall[SdpaFwd]", "host-only attention kernel: on pjrt SDPA takes the math path (no StableHLO form yet)"},
-    {"CustomCall[SdpaBwd]", "host-only attention kernel: on pjrt SDPA takes the math path (no StableHLO form yet)"},
+    {"CustomCall[SdpaFwd]", "host attention kernel: no handler in a plugin (decompose_linalg expands it)"},
+    {"CustomCall[SdpaBwd]", "host attention kernel: no handler in a plugin (decompose_linalg expands it)"},
 };
 
 struct Case {
@@ -252,6 +252,14 @@ void linalg_and_window_cases(std::vector<Case>& cs) {
         case T::XlaQr: call(g, t, {a}, {}); break;
         case T::XlaHouseholderProduct: call(g, t, {a, g.param(DType::F32, {3})}, {}); break;
         case T::XlaEigh: call(g, t, {sq}, {1}); break;
+        case T::SdpaFwd:
+        case T::SdpaBwd: {
+          Value q = g.param(DType::F32, {2, 5, 4}), kv = g.param(DType::F32, {2, 3, 4});
+          std::vector<Value> ops{q, kv, kv};
+          if (t == T::SdpaBwd) ops.insert(ops.end(), {g.param(DType::F32, {2, 5, 4}), g.param(DType::F32, {2, 5})});
+          call(g, t, ops, {1, 0x3F000000, 0});
+          break;
+        }
         case T::kNumTargets: break;
       }
     });
