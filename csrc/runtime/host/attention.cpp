@@ -141,11 +141,11 @@ void sdpa_forward(const SdpaDims& d, const float* q, const float* k, const float
 
 void sdpa_backward(const SdpaDims& d, const float* q, const float* k, const float* v, const float* dout,
                    const float* lse, float* dq, float* dk, float* dv) {
-  std::fill(dk, dk + d.batch * d.S * d.E, 0.0f);
-  std::fill(dv, dv + d.batch * d.S * d.Ev, 0.0f);
-  if (d.batch == 0 || d.L == 0) return;
-  if (d.S == 0) {
+  if (d.batch == 0) return;
+  if (d.L == 0 || d.S == 0) {  // no query or no key: every gradient is zero
     std::fill(dq, dq + d.batch * d.L * d.E, 0.0f);
+    std::fill(dk, dk + d.batch * d.S * d.E, 0.0f);
+    std::fill(dv, dv + d.batch * d.S * d.Ev, 0.0f);
     return;
   }
   const int64_t nq = (d.L + kBlock - 1) / kBlock;
@@ -156,6 +156,8 @@ void sdpa_backward(const SdpaDims& d, const float* q, const float* k, const floa
       const float* V = v + bh * d.S * d.Ev;
       float* dK = dk + bh * d.S * d.E;
       float* dV = dv + bh * d.S * d.Ev;
+      std::fill(dK, dK + d.S * d.E, 0.0f);  // the blocks accumulate into them
+      std::fill(dV, dV + d.S * d.Ev, 0.0f);
       for (int64_t qb = 0; qb < nq; ++qb) {
         const int64_t i0 = qb * kBlock, i1 = std::min(d.L, i0 + kBlock), m = i1 - i0, sa = block_keys(d, i1);
         const float* Q = q + (bh * d.L + i0) * d.E;

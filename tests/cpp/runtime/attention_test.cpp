@@ -135,7 +135,7 @@ TEST(HostAttention, RoundedProbabilitiesStayWithinBf16) {
   EXPECT_GT(e.out, 1e-6);  // and it does round
 }
 
-TEST(HostAttention, NoKeysGivesZerosAndMinusInf) {
+TEST(HostAttention, NoKeysOrNoQueries) {
   SdpaDims d{2, 3, 0, 4, 5, false, 1.0f, false};
   std::vector<float> q(2 * 3 * 4, 1.0f), out(2 * 3 * 5, NAN), lse(6, NAN), dq(q.size(), NAN), dout(out.size(), 1.0f);
   sdpa_forward(d, q.data(), nullptr, nullptr, out.data(), lse.data());
@@ -143,6 +143,12 @@ TEST(HostAttention, NoKeysGivesZerosAndMinusInf) {
   for (float x : lse) EXPECT_EQ(x, -INFINITY);
   sdpa_backward(d, q.data(), nullptr, nullptr, dout.data(), lse.data(), dq.data(), nullptr, nullptr);
   for (float x : dq) EXPECT_EQ(x, 0.0f);
+  // no query: the key and value gradients are zero (NaN-filled before)
+  SdpaDims e{2, 0, 3, 4, 5, true, 1.0f, false};
+  std::vector<float> kv(2 * 3 * 5, 1.0f), dk(2 * 3 * 4, NAN), dv(2 * 3 * 5, NAN);
+  sdpa_backward(e, nullptr, kv.data(), kv.data(), nullptr, nullptr, nullptr, dk.data(), dv.data());
+  for (float x : dk) EXPECT_EQ(x, 0.0f);
+  for (float x : dv) EXPECT_EQ(x, 0.0f);
 }
 
 }  // namespace
