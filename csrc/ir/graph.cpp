@@ -427,8 +427,22 @@ Value Graph::op(OpCode op, std::vector<Value> operands, Attrs attrs, Shape shape
   }
   if (op == OpCode::Transpose && operands.size() == 1 && operands[0].valid() &&
       operands[0].id < static_cast<int>(nodes_.size()) &&
-      attrs.dims.size() == nodes_[operands[0].id].shape.size() && is_identity_perm(attrs.dims))
-    return operands[0];
+      attrs.dims.size() == nodes_[operands[0].id].shape.size()) {
+    if (is_identity_perm(attrs.dims)) return operands[0];
+    // A transpose of a transpose is one transpose (none when the perms cancel: attention's
+    // [B, H, L, E] view of a [B, L, H, E] projection read back in its own layout).
+    const Node& inner = nodes_[operands[0].id];
+    if (!inner.is_param && inner.op == OpCode::Transpose && inner.attrs.dims.size() == attrs.dims.size()) {
+      std::vector<int64_t> perm(attrs.dims.size());
+      bool valid = true;
+      for (size_t i = 0; i < perm.size(); ++i) {
+        int64_t d = attrs.dims[i];
+        valid &= d >= 0 && d < static_cast<int64_t>(perm.size());
+        if (valid) perm[i] = inner.attrs.dims[static_cast<size_t>(d)];
+      }
+      if (valid) return transpose(Value{inner.operands[0]}, std::move(perm));
+    }
+  }
   // StableHLO's abs and sign take signed or float operands only: on unsigned integers abs is
   // the identity and sign is (x != 0).
   if ((op == OpCode::Abs || op == OpCode::Sign) && operands.size() == 1 && operands[0].valid() &&

@@ -2,6 +2,7 @@
 // (custom_calls.def), plus the target table.
 #include <algorithm>
 #include <string>
+#include <tuple>
 
 #include "base/error.h"
 #include "ir/custom_call.h"
@@ -75,25 +76,36 @@ Attrs custom_call_attrs(CustomCallTarget target, int64_t index, std::vector<int6
   return a;
 }
 
-// sdpa_fwd / sdpa_bwd (custom_calls.def): f32 q [.., L, E], k [.., S, E], v [.., S, Ev];
-// backward also dout [.., L, Ev], logsumexp [.., L].
+// sdpa_fwd / sdpa_bwd (custom_calls.def): f32 q [.., L, E], k [.., S, E], v [.., S, Ev]
+// (heads_inner: [B, L, H, E], [B, S, H, E], [B, S, H, Ev]); backward also dout (out's shape)
+// and logsumexp [.., L] ([B, H, L]).
 static std::vector<CallResult> sdpa_results(const Graph& g, const Node& n, CustomCallTarget t, const std::string& op) {
+  const bool inner = n.attrs.dims[4] != 0;
   const Node& q = g.nodes()[n.operands[0]];
-  TPU_CHECK(q.shape.size() >= 2, "[", op, "] query needs rank >= 2; got ", shape_str(q.shape));
-  const Shape batch = batch_of(q.shape, 2);
-  const Node& k = operand(g, n, 1, 2, batch, op);
-  const Node& v = operand(g, n, 2, 2, batch, op);
-  for (const Node* x : {&q, &k, &v})
+  const Node& k = g.nodes()[n.operands[1]];
+  const Node& v = g.nodes()[n.operands[2]];
+  for (const Node* x : {&q, &k, &v}) {
     TPU_CHECK(x->dtype == DType::F32, "[", op, "] unsupported dtype; got ", dtype_name(x->dtype), ", expected f32");
-  const int64_t L = q.shape[q.shape.size() - 2], E = q.shape.back(), S = k.shape[k.shape.size() - 2];
-  const int64_t Ev = v.shape.back();
-  TPU_CHECK(k.shape.back() == E, "[", op, "] key width ", k.shape.back(), " differs from the query's ", E);
-  TPU_CHECK(v.shape[v.shape.size() - 2] == S, "[", op, "] ", S, " keys but ", v.shape[v.shape.size() - 2],
-            " values");
-  const Shape out = cat(batch, {L, Ev}), lse = cat(batch, {L});
+    TPU_CHECK(inner ? x->shape.size() == 4 : x->shape.size() >= 2, "[", op, "] q, k, v need rank ",
+              inner ? "4 ([B, rows, heads, width])" : ">= 2", "; got ", shape_str(x->shape));
+  }
+  // (batch dims, rows, width) of each operand, in the heads-outermost view
+  auto view = [&](const Shape& s) {
+    if (!inner) return std::tuple(batch_of(s, 2), s[s.size() - 2], s.back());
+    return std::tuple(Shape{s[0], s[2]}, s[1], s[3]);
+  };
+  const auto [bq, L, E] = view(q.shape);
+  const auto [bk, S, Ek] = view(k.shape);
+  const auto [bv, Sv, Ev] = view(v.shape);
+  TPU_CHECK(bk == bq && bv == bq, "[", op, "] batch / head dims differ; got ", shape_str(q.shape), ", ",
+            shape_str(k.shape), " and ", shape_str(v.shape));
+  TPU_CHECK(Ek == E, "[", op, "] key width ", Ek, " differs from the query's ", E);
+  TPU_CHECK(Sv == S, "[", op, "] ", S, " keys but ", Sv, " values");
+  const Shape out = inner ? Shape{q.shape[0], L, q.shape[2], Ev} : cat(bq, {L, Ev});
+  const Shape lse = cat(bq, {L});
   if (t == CustomCallTarget::SdpaFwd) return {{out, DType::F32}, {lse, DType::F32}};
-  const Node& dout = operand(g, n, 3, 2, batch, op);
-  const Node& l = operand(g, n, 4, 1, batch, op);
+  const Node& dout = g.nodes()[n.operands[3]];
+  const Node& l = g.nodes()[n.operands[4]];
   TPU_CHECK(dout.shape == out && l.shape == lse && dout.dtype == DType::F32 && l.dtype == DType::F32, "[", op,
             "] dout and logsumexp must be f32 ", shape_str(out), " and ", shape_str(lse), "; got ",
             dtype_name(dout.dtype), shape_str(dout.shape), " and ", dtype_name(l.dtype), shape_str(l.shape));

@@ -13,17 +13,25 @@ namespace {
 struct Params {
   bool causal;
   float scale;
-  bool round;
+  bool round;        // probabilities and score gradients
+  bool heads_inner;  // operands [B, rows, H, width]
 };
 
 Params params_of(const Node& n) {
   uint32_t bits = static_cast<uint32_t>(n.attrs.dims[2]);
   float scale;
   std::memcpy(&scale, &bits, sizeof scale);
-  return {n.attrs.dims[1] != 0, scale, n.attrs.dims[3] != 0};
+  const auto& d = n.attrs.dims;
+  return {d[1] != 0, scale, d[3] != 0, d[4] != 0};
 }
 
 Value round_bf16(Graph& g, Value x) { return g.convert(g.convert(x, DType::BF16), DType::F32); }
+
+// An operand in the heads-outermost layout the math below uses.
+Value input(Graph& g, Value x, const Params& p) { return p.heads_inner ? g.transpose(x, {0, 2, 1, 3}) : x; }
+
+// A result back in the operands' layout.
+Value result(Graph& g, Value x, const Params& p) { return p.heads_inner ? g.transpose(x, {0, 2, 1, 3}) : x; }
 
 // scale * q k^T [.., L, S], -inf where a causal query may not see the key.
 Value scores(const Mat& m, Value q, Value k, const Params& p) {
@@ -55,7 +63,7 @@ Value last_dim_sum(Graph& g, Value x) {
 std::vector<Value> sdpa_forward(const Mat& m, const Node& n, const std::vector<Value>& ops) {
   Graph& g = m.g;
   const Params p = params_of(n);
-  Value s = scores(m, ops[0], ops[1], p);
+  Value s = scores(m, input(g, ops[0], p), input(g, ops[1], p), p);
   const Shape sh = g.shape(s);
   Value mx = g.reduce(s, Reducer::Max, {static_cast<int64_t>(sh.size()) - 1});
   Value e = g.unary(OpCode::Exp, g.binary(OpCode::Sub, s, rows(m, mx, sh)));
@@ -66,13 +74,14 @@ std::vector<Value> sdpa_forward(const Mat& m, const Node& n, const std::vector<V
   const Shape ls = g.shape(lse);
   Value neg_inf = m.k(-std::numeric_limits<double>::infinity(), DType::F32, ls);
   lse = g.select(g.compare(Cmp::EQ, mx, neg_inf), neg_inf, lse);  // a row with no key: -inf, not NaN
-  return {m.matmul(prob, ops[2], false, false), lse};
+  return {result(g, m.matmul(prob, input(g, ops[2], p), false, false), p), lse};
 }
 
 std::vector<Value> sdpa_backward(const Mat& m, const Node& n, const std::vector<Value>& ops) {
   Graph& g = m.g;
   const Params p = params_of(n);
-  Value q = ops[0], k = ops[1], v = ops[2], dout = ops[3], lse = ops[4];
+  Value q = input(g, ops[0], p), k = input(g, ops[1], p), v = input(g, ops[2], p), dout = input(g, ops[3], p);
+  Value lse = ops[4];
   Value s = scores(m, q, k, p);
   const Shape sh = g.shape(s);
   Value prob = zero_dead_rows(m, g.unary(OpCode::Exp, g.binary(OpCode::Sub, s, rows(m, lse, sh))), lse);
@@ -82,7 +91,7 @@ std::vector<Value> sdpa_backward(const Mat& m, const Node& n, const std::vector<
   Value ds = g.binary(OpCode::Mul, g.binary(OpCode::Mul, prob, g.binary(OpCode::Sub, dp, rows(m, dot, sh))),
                       m.k(p.scale, DType::F32, sh));
   if (p.round) ds = round_bf16(g, ds);
-  return {m.matmul(ds, k, false, false), m.matmul(ds, q, true, false), dv};
+  return {result(g, m.matmul(ds, k, false, false), p), result(g, m.matmul(ds, q, true, false), p), result(g, dv, p)};
 }
 
 }  // namespace torch_tpu::ir::linalg

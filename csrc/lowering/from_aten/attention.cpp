@@ -67,12 +67,13 @@ at::Tensor empty_matching(const at::Tensor& like, at::IntArrayRef sizes, at::Sca
 struct Sdpa {
   bool causal;
   float scale;
-  bool round;  // DEFAULT precision (f32) or bf16 inputs: bf16 operands for every product
-  bool round_inputs;
+  bool round;         // DEFAULT precision (f32) or bf16 inputs: bf16 probabilities and score gradients
+  bool round_inputs;  // DEFAULT precision (f32): q, k, v, dout rounded to bf16 values, as a DEFAULT dot reads them
+  int64_t heads;      // > 0: q is a [B, L, H, E] tensor viewed as [B, H, L, E]: the calls read that layout
   std::vector<int64_t> params() const {
     uint32_t bits;
     std::memcpy(&bits, &scale, sizeof bits);
-    return {causal ? 1 : 0, static_cast<int64_t>(bits), round ? 1 : 0};
+    return {causal, static_cast<int64_t>(bits), round, heads};
   }
 };
 
@@ -80,16 +81,22 @@ Sdpa sdpa_of(const at::Tensor& q, bool causal, const std::optional<double>& scal
   const bool bf16 = q.scalar_type() == at::kBFloat16;
   const bool dflt = q.scalar_type() == at::kFloat && matmul_precision() == ir::Precision::Default;
   const double s = scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
-  return {causal, static_cast<float>(s), bf16 || dflt, dflt};
+  const bool inner = q.size(1) > 1 && q.size(2) > 1 && q.stride(1) < q.stride(2);
+  return {causal, static_cast<float>(s), bf16 || dflt, dflt, inner ? q.size(1) : 0};
 }
 
-// An f32 operand of the custom call; at DEFAULT precision rounded to bf16 values first (the
-// products' inputs, as a dot at DEFAULT reads them).
+// An operand of the custom call: f32, at DEFAULT rounded to bf16 values (the products'
+// inputs, as a dot at DEFAULT reads them), in the call's layout ([B, L, H, E] with heads: the
+// transpose back to that layout cancels the view's own, so q sliced from a projection is read
+// where it lies and its rounding can join the projection's loop).
 Value operand(Lower& L, const Sdpa& p, const at::Tensor& t) {
   Value x = L.in(t, DType::F32);
-  if (p.round_inputs) x = L.g.convert(L.g.convert(x, DType::BF16), DType::F32);
-  return x;
+  if (p.heads) x = L.g.transpose(x, {0, 2, 1, 3});
+  return p.round_inputs ? L.g.convert(L.g.convert(x, DType::BF16), DType::F32) : x;
 }
+
+// A [B, H, L, W] result from the call's layout.
+Value result(Lower& L, const Sdpa& p, Value x) { return p.heads ? L.g.transpose(x, {0, 2, 1, 3}) : x; }
 
 Value call(Lower& L, ir::CustomCallTarget t, int64_t index, const std::vector<Value>& ops, const Sdpa& p) {
   return L.g.op(ir::OpCode::CustomCall, ops, ir::custom_call_attrs(t, index, p.params()));
@@ -117,7 +124,7 @@ void sdpa_forward(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::S
   const Sdpa p = sdpa_of(q, args[5].toBool(), args[7].toOptional<double>());
   Lower L(kOp);
   std::vector<Value> ops{operand(L, p, q), operand(L, p, k), operand(L, p, v)};
-  Value o = call(L, ir::CustomCallTarget::SdpaFwd, 0, ops, p);
+  Value o = result(L, p, call(L, ir::CustomCallTarget::SdpaFwd, 0, ops, p));
   Value lse = call(L, ir::CustomCallTarget::SdpaFwd, 1, ops, p);
   at::Tensor out = empty_matching(q, {q.size(0), q.size(1), q.size(2), v.size(3)}, q.scalar_type());
   at::Tensor lse_t = at::empty({q.size(0), q.size(1), q.size(2)}, q.options().dtype(at::kFloat));
@@ -140,9 +147,9 @@ void sdpa_backward(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::
   const Sdpa p = sdpa_of(q, args[13].toBool(), args[16].toOptional<double>());
   Lower L(kOp);
   std::vector<Value> ops{operand(L, p, q), operand(L, p, k), operand(L, p, v), operand(L, p, dout),
-                         L.in(lse, DType::F32)};
+                         L.in(lse, DType::F32)};  // dout in q's layout too (its strides do not matter)
   std::vector<Value> grads;
-  for (int i = 0; i < 3; ++i) grads.push_back(call(L, ir::CustomCallTarget::SdpaBwd, i, ops, p));
+  for (int i = 0; i < 3; ++i) grads.push_back(result(L, p, call(L, ir::CustomCallTarget::SdpaBwd, i, ops, p)));
   std::vector<at::Tensor> dsts{at::empty_like(q), at::empty_like(k), at::empty_like(v)};
   L.run_into(grads, dsts);
   torch::jit::drop(*stack, 17);

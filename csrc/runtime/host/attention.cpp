@@ -31,11 +31,27 @@ float* sized(int i, int64_t n) {
   return v.data();
 }
 
-// c = a x b, or c += a x b with `acc`.
+// c = a x b, or c += a x b with `acc`; rows of a, b and c `ld` apart as stored (0: dense).
 void product(int64_t m, int64_t n, int64_t k, bool ta, bool tb, const float* a, const float* b, float* c,
-             bool acc = false) {
-  gemm_f32_serial(GemmShape{1, m, n, k, ta, tb}, a, b, c, acc);
+             bool acc = false, GemmLd ld = {}) {
+  gemm_f32_serial(GemmShape{1, m, n, k, ta, tb}, a, b, c, acc, ld);
 }
+
+// One tensor of problem bh as laid out (attention.h: heads outermost, or heads inner): where
+// its row r starts, and the distance between rows.
+struct Rows {
+  const SdpaDims& d;
+  int64_t len, width;
+  int64_t offset(int64_t bh, int64_t r) const {
+    if (!d.heads_inner) return (bh * len + r) * width;
+    const int64_t H = d.heads_inner, b = bh / H, h = bh % H;
+    return ((b * len + r) * H + h) * width;
+  }
+  int64_t ld() const { return d.heads_inner ? d.heads_inner * width : width; }
+  void zero(float* base, int64_t bh) const {
+    for (int64_t r = 0; r < len; ++r) std::fill_n(base + offset(bh, r), width, 0.0f);
+  }
+};
 
 // Keys that query row i sees, of the block's sa.
 int64_t keys_of(const SdpaDims& d, int64_t i, int64_t sa) { return d.causal ? std::min(sa, i + 1) : sa; }
@@ -117,6 +133,7 @@ void probs_row(float* p, int64_t lim, int64_t n, float scale, float lse) {
 
 void sdpa_forward(const SdpaDims& d, const float* q, const float* k, const float* v, float* out, float* lse) {
   if (d.batch == 0 || d.L == 0) return;
+  const Rows tq{d, d.L, d.E}, tk{d, d.S, d.E}, tv{d, d.S, d.Ev}, to{d, d.L, d.Ev};
   if (d.S == 0) {
     std::fill(out, out + d.batch * d.L * d.Ev, 0.0f);
     std::fill(lse, lse + d.batch * d.L, kNegInf);
@@ -127,14 +144,14 @@ void sdpa_forward(const SdpaDims& d, const float* q, const float* k, const float
     for (int64_t it = b; it < e; ++it) {
       const int64_t bh = it / nq, i0 = (it % nq) * kBlock, i1 = std::min(d.L, i0 + kBlock), m = i1 - i0;
       const int64_t sa = block_keys(d, i1);
-      const float* Q = q + (bh * d.L + i0) * d.E;
-      const float* K = k + bh * d.S * d.E;
-      const float* V = v + bh * d.S * d.Ev;
+      const float* Q = q + tq.offset(bh, i0);
+      const float* K = k + tk.offset(bh, 0);
+      const float* V = v + tv.offset(bh, 0);
       float* s = sized(0, m * sa);
-      product(m, sa, d.E, false, true, Q, K, s);
+      product(m, sa, d.E, false, true, Q, K, s, false, {tq.ld(), tk.ld(), 0});
       for (int64_t r = 0; r < m; ++r)
         lse[bh * d.L + i0 + r] = softmax_row(s + r * sa, keys_of(d, i0 + r, sa), sa, d.scale, d.round_bf16);
-      product(m, d.Ev, sa, false, false, s, V, out + (bh * d.L + i0) * d.Ev);
+      product(m, d.Ev, sa, false, false, s, V, out + to.offset(bh, i0), false, {0, tv.ld(), to.ld()});
     }
   });
 }
@@ -148,23 +165,24 @@ void sdpa_backward(const SdpaDims& d, const float* q, const float* k, const floa
     std::fill(dv, dv + d.batch * d.S * d.Ev, 0.0f);
     return;
   }
+  const Rows tq{d, d.L, d.E}, tk{d, d.S, d.E}, tv{d, d.S, d.Ev}, to{d, d.L, d.Ev};
   const int64_t nq = (d.L + kBlock - 1) / kBlock;
   // One thread per (batch, head): its blocks add into the same dk and dv rows.
   parallel_for(d.batch, 1, [&](int64_t b, int64_t e) {
     for (int64_t bh = b; bh < e; ++bh) {
-      const float* K = k + bh * d.S * d.E;
-      const float* V = v + bh * d.S * d.Ev;
-      float* dK = dk + bh * d.S * d.E;
-      float* dV = dv + bh * d.S * d.Ev;
-      std::fill(dK, dK + d.S * d.E, 0.0f);  // the blocks accumulate into them
-      std::fill(dV, dV + d.S * d.Ev, 0.0f);
+      const float* K = k + tk.offset(bh, 0);
+      const float* V = v + tv.offset(bh, 0);
+      float* dK = dk + tk.offset(bh, 0);
+      float* dV = dv + tv.offset(bh, 0);
+      tk.zero(dk, bh);  // the blocks accumulate into them
+      tv.zero(dv, bh);
       for (int64_t qb = 0; qb < nq; ++qb) {
         const int64_t i0 = qb * kBlock, i1 = std::min(d.L, i0 + kBlock), m = i1 - i0, sa = block_keys(d, i1);
-        const float* Q = q + (bh * d.L + i0) * d.E;
-        const float* dO = dout + (bh * d.L + i0) * d.Ev;
+        const float* Q = q + tq.offset(bh, i0);
+        const float* dO = dout + to.offset(bh, i0);
         float* p = sized(0, m * sa);
         float* dp = sized(1, m * sa);
-        product(m, sa, d.E, false, true, Q, K, p);
+        product(m, sa, d.E, false, true, Q, K, p, false, {tq.ld(), tk.ld(), 0});
         for (int64_t r = 0; r < m; ++r)
           probs_row(p + r * sa, keys_of(d, i0 + r, sa), sa, d.scale, lse[bh * d.L + i0 + r]);
         // dV[:sa] += P^T dO (P as the forward's product read it)
@@ -174,9 +192,9 @@ void sdpa_backward(const SdpaDims& d, const float* q, const float* k, const floa
           round_row(dp, m * sa);
           pv = dp;
         }
-        product(sa, d.Ev, m, true, false, pv, dO, dV, true);
+        product(sa, d.Ev, m, true, false, pv, dO, dV, true, {0, to.ld(), tv.ld()});
         // dP = dO V^T; dS = P (dP - rowsum(dP P)) * scale
-        product(m, sa, d.Ev, false, true, dO, V, dp);
+        product(m, sa, d.Ev, false, true, dO, V, dp, false, {to.ld(), tv.ld(), 0});
         for (int64_t r = 0; r < m; ++r) {
           float* g = dp + r * sa;
           const float* pr = p + r * sa;
@@ -186,8 +204,8 @@ void sdpa_backward(const SdpaDims& d, const float* q, const float* k, const floa
           std::fill(g + lim, g + sa, 0.0f);
           if (d.round_bf16) round_row(g, lim);
         }
-        product(m, d.E, sa, false, false, dp, K, dq + (bh * d.L + i0) * d.E);  // dQ rows
-        product(sa, d.E, m, true, false, dp, Q, dK, true);                    // dK[:sa] += dS^T Q
+        product(m, d.E, sa, false, false, dp, K, dq + tq.offset(bh, i0), false, {0, tk.ld(), tq.ld()});  // dQ rows
+        product(sa, d.E, m, true, false, dp, Q, dK, true, {0, tq.ld(), tk.ld()});  // dK[:sa] += dS^T Q
       }
     }
   });

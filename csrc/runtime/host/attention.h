@@ -10,12 +10,16 @@
 namespace torch_tpu::host {
 
 struct SdpaDims {
-  int64_t batch;    // batch * heads: independent problems, each dense row-major
+  int64_t batch;    // batch * heads: independent problems
   int64_t L, S;     // queries, keys
   int64_t E, Ev;    // query/key width, value width
   bool causal;      // query i sees keys j <= i
   float scale;      // applied to the scores
   bool round_bf16;  // probabilities (and score gradients) rounded to bf16 before their products
+  // 0: every tensor [batch, rows, width] (heads outermost); > 0, the head count: [B, rows,
+  // heads, width] with batch = B * heads (a projection split into heads, read in place: each
+  // head's rows are `heads * width` apart). logsumexp is [batch, L] either way.
+  int64_t heads_inner = 0;
 };
 
 // out [batch, L, Ev] = softmax(scale * q k^T) v; lse [batch, L] = log of the row's softmax

@@ -369,11 +369,23 @@ void gemm_f32_with(const GemmShape& s, GemmKernel k, const float* a, const float
   run_dnnl(ma, mb, mc, GemmType::F32, a, b, c);
 }
 
-void gemm_f32_serial(const GemmShape& s, const float* a, const float* b, float* c, bool accumulate) {
-  if (accumulate ? s.batch == 0 || s.m == 0 || s.n == 0 || s.k == 0 : empty_product(s, c)) return;
+void gemm_f32_serial(const GemmShape& s, const float* a, const float* b, float* c, bool accumulate, GemmLd ld) {
+  if (s.batch == 0 || s.m == 0 || s.n == 0) return;
+  if (s.k == 0) {
+    if (!accumulate)
+      for (int64_t bi = 0; bi < s.batch; ++bi)
+        for (int64_t i = 0; i < s.m; ++i) std::memset(c + bi * s.m * s.n + i * (ld.c ? ld.c : s.n), 0, sizeof(float) * s.n);
+    return;
+  }
   OmpThreads one(1);
-  run_sgemm(whole(s.batch, s.m, s.k, s.trans_a), whole(s.batch, s.k, s.n, s.trans_b), whole(s.batch, s.m, s.n, false),
-            a, b, c, accumulate ? 1.0f : 0.0f);
+  // A stored [m, k] (or [k, m] transposed) with rows ld.a apart; the same for B and C
+  auto mat = [](int64_t b, int64_t rows, int64_t cols, bool trans, int64_t ld) {
+    Mat m = whole(b, rows, cols, trans);
+    if (ld) (trans ? m.strides[2] : m.strides[1]) = ld;
+    return m;
+  };
+  run_sgemm(mat(s.batch, s.m, s.k, s.trans_a, ld.a), mat(s.batch, s.k, s.n, s.trans_b, ld.b),
+            mat(s.batch, s.m, s.n, false, ld.c), a, b, c, accumulate ? 1.0f : 0.0f);
 }
 
 void gemm_f64(const GemmShape& s, const double* a, const double* b, double* c) {

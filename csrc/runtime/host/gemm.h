@@ -53,8 +53,14 @@ void gemm_f32_with(const GemmShape& s, GemmKernel k, const float* a, const float
 
 // One small f32 product on the calling thread with oneDNN's sgemm: no primitive lookup, no
 // timing, no thread split (kernels that already run one block per pool thread). With
-// `accumulate`, C += A x B.
-void gemm_f32_serial(const GemmShape& s, const float* a, const float* b, float* c, bool accumulate = false);
+// `accumulate`, C += A x B. `ld`: the distance between rows as stored (0: dense), for
+// operands that are column blocks of a wider matrix (one head of [rows, heads, width]);
+// batch > 1 only with dense operands.
+struct GemmLd {
+  int64_t a = 0, b = 0, c = 0;
+};
+void gemm_f32_serial(const GemmShape& s, const float* a, const float* b, float* c, bool accumulate = false,
+                     GemmLd ld = {});
 
 // Same for f64 (OpenBLAS dgemm, one call per batch).
 void gemm_f64(const GemmShape& s, const double* a, const double* b, double* c);

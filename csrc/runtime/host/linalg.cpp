@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
-#include <type_traits>
 #include <vector>
 
 #include "base/error.h"
@@ -296,14 +295,16 @@ void lu_pivots_to_permutation(const Call& c) {
   }
 }
 
-// sdpa_fwd / sdpa_bwd (attention.h): v1 = {L, E, S, Ev}; params causal, scale bits,
-// round_bf16. A result no step reads (logsumexp in inference, an unneeded gradient) has no
-// buffer: the kernel writes it into scratch.
+// sdpa_fwd / sdpa_bwd (attention.h): i0 = batch x heads, v1 = {L, E, S, Ev, heads (0: heads
+// outermost)}; params causal, scale bits, round_bf16, heads_inner. A result no
+// step reads (logsumexp in inference, an unneeded gradient) has no buffer: the kernel writes
+// it into scratch.
 SdpaDims sdpa_dims(const Call& c) {
   uint32_t bits = static_cast<uint32_t>(c.p(1));
   float scale;
   std::memcpy(&scale, &bits, sizeof scale);
-  return {c.s.i0, c.s.v1[0], c.s.v1[2], c.s.v1[1], c.s.v1[3], c.p(0) != 0, scale, c.p(2) != 0};
+  const auto& v = c.s.v1;
+  return {c.s.i0, v[0], v[2], v[1], v[3], c.p(0) != 0, scale, c.p(2) != 0, v[4]};
 }
 
 float* or_scratch(const Call& c, int r, std::vector<float>& keep, int64_t n) {
@@ -341,8 +342,6 @@ CallFn call_fn(CustomCallTarget t) {
     case CustomCallTarget::Sytrf: return &sytrf<T>;
     case CustomCallTarget::Sytrs: return &sytrs<T>;
     case CustomCallTarget::LuPivotsToPermutation: return &lu_pivots_to_permutation;
-    case CustomCallTarget::SdpaFwd: return std::is_same_v<T, float> ? &sdpa_fwd_call : nullptr;
-    case CustomCallTarget::SdpaBwd: return std::is_same_v<T, float> ? &sdpa_bwd_call : nullptr;
     default: return nullptr;
   }
 }
@@ -375,6 +374,22 @@ void prepare_linalg(const ir::Graph& g, Step& s) {
   if (s.results.empty()) s.results.push_back(s.node);
   s.v0.clear();
   for (int r : s.results) s.v0.push_back(nodes[r].attrs.dims[0]);
+  if (t == CustomCallTarget::SdpaFwd || t == CustomCallTarget::SdpaBwd) {
+    TPU_CHECK(x.dtype == DType::F32, "[host custom_call] sdpa takes f32 operands; got ", ir::dtype_name(x.dtype));
+    const ir::Shape &qs = x.shape, &ks = nodes[n.operands[1]].shape, &vs = nodes[n.operands[2]].shape;
+    const bool inner = n.attrs.dims[4] != 0;
+    const size_t r = qs.size();
+    if (inner) {
+      s.i0 = qs[0] * qs[2];
+      s.v1 = {qs[1], qs[3], ks[1], vs[3], qs[2]};
+    } else {
+      s.i0 = ir::numel(ir::Shape(qs.begin(), qs.end() - 2));
+      s.v1 = {qs[r - 2], qs[r - 1], ks[r - 2], vs[r - 1], 0};
+    }
+    s.i1 = reinterpret_cast<int64_t>(t == CustomCallTarget::SdpaFwd ? &sdpa_fwd_call : &sdpa_bwd_call);
+    s.fn = &custom_call_kernel;
+    return;
+  }
   size_t core = t == CustomCallTarget::LuPivotsToPermutation ? 1 : 2;
   ir::Shape batch(x.shape.begin(), x.shape.end() - core);
   s.i0 = ir::numel(batch);
@@ -386,11 +401,7 @@ void prepare_linalg(const ir::Graph& g, Step& s) {
   if (t == CustomCallTarget::Orgqr) last(1, 1);
   if (t == CustomCallTarget::Ormqr) last(1, 1), last(2, 2);
   if (t == CustomCallTarget::Sytrs) s.v1.push_back(nodes[n.operands[2]].shape.back());
-  if (t == CustomCallTarget::SdpaFwd || t == CustomCallTarget::SdpaBwd) {
-    const ir::Shape &k = nodes[n.operands[1]].shape, &v = nodes[n.operands[2]].shape;
-    s.v1.push_back(k[k.size() - 2]);
-    s.v1.push_back(v.back());
-  }
+
   CallFn fn = x.dtype == DType::F64 ? call_fn<double>(t) : call_fn<float>(t);
   TPU_CHECK(fn != nullptr, "[host custom_call] no kernel for target ", ir::custom_call_info(t).name);
   s.i1 = reinterpret_cast<int64_t>(fn);

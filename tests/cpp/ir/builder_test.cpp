@@ -60,6 +60,13 @@ TEST(IrBuilder, ShapeOps) {
   EXPECT_EQ(g.reshape(x, {2, 3, 4}), x);
   expect_type(g, g.transpose(x, {2, 0, 1}), DType::F32, {4, 2, 3});
   EXPECT_EQ(g.transpose(x, {0, 1, 2}), x);
+  // a transpose of a transpose: one transpose, or none when the perms cancel
+  Value t = g.transpose(x, {0, 2, 1});
+  EXPECT_EQ(g.transpose(t, {0, 2, 1}), x);
+  Value tt = g.transpose(t, {2, 0, 1});  // dims of t: (0, 2, 1) -> of x: (1, 0, 2)
+  expect_type(g, tt, DType::F32, {3, 2, 4});
+  EXPECT_EQ(g.node(tt).operands[0], x.id);
+  EXPECT_EQ(g.node(tt).attrs.dims, (std::vector<int64_t>{1, 0, 2}));
   expect_type(g, g.slice(x, {0, 1, 0}, {2, 3, 4}, {1, 1, 3}), DType::F32, {2, 2, 2});
   expect_type(g, g.slice(x, {1, 0, 2}, {1, 3, 4}, {1, 2, 1}), DType::F32, {0, 2, 2});
   Value y = g.param(DType::F32, {2, 5, 4});

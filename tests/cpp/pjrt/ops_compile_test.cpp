@@ -257,7 +257,7 @@ void linalg_and_window_cases(std::vector<Case>& cs) {
           Value q = g.param(DType::F32, {2, 5, 4}), kv = g.param(DType::F32, {2, 3, 4});
           std::vector<Value> ops{q, kv, kv};
           if (t == T::SdpaBwd) ops.insert(ops.end(), {g.param(DType::F32, {2, 5, 4}), g.param(DType::F32, {2, 5})});
-          call(g, t, ops, {1, 0x3F000000, 0});
+          call(g, t, ops, {1, 0x3F000000, 0, 0});
           break;
         }
         case T::kNumTargets: break;

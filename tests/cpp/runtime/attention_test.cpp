@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <limits>
 #include <random>
 #include <vector>
@@ -135,6 +137,47 @@ TEST(HostAttention, RoundedProbabilitiesStayWithinBf16) {
   EXPECT_GT(e.out, 1e-6);  // and it does round
 }
 
+// [B, H, n, w] <-> [B, n, H, w]
+std::vector<float> swap_heads(const std::vector<float>& x, int64_t B, int64_t H, int64_t n, int64_t w, bool to_inner) {
+  std::vector<float> y(x.size());
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t e = 0; e < w; ++e) {
+          int64_t outer = ((b * H + h) * n + i) * w + e, inner = ((b * n + i) * H + h) * w + e;
+          if (to_inner) y[inner] = x[outer];
+          else y[outer] = x[inner];
+        }
+  return y;
+}
+
+// The heads-inner layout ([B, rows, H, width], read in place) gives the heads-outermost
+// results bit for bit, with and without bf16 probabilities.
+TEST(HostAttention, HeadsInnerLayout) {
+  const int64_t B = 2, H = 3, L = 70, S = 90, E = 8, Ev = 12;
+  std::mt19937 rng(5);
+  auto q = random(B * H * L * E, rng), k = random(B * H * S * E, rng), v = random(B * H * S * Ev, rng);
+  auto dout = random(B * H * L * Ev, rng);
+  for (bool round : {false, true}) {
+    SdpaDims d{B * H, L, S, E, Ev, true, 0.3f, round, 0};
+    std::vector<float> o(B * H * L * Ev), lse(B * H * L), dq(q.size()), dk(k.size()), dv(v.size());
+    sdpa_forward(d, q.data(), k.data(), v.data(), o.data(), lse.data());
+    sdpa_backward(d, q.data(), k.data(), v.data(), dout.data(), lse.data(), dq.data(), dk.data(), dv.data());
+    SdpaDims in = d;
+    in.heads_inner = H;
+    auto qi = swap_heads(q, B, H, L, E, true), ki = swap_heads(k, B, H, S, E, true);
+    auto vi = swap_heads(v, B, H, S, Ev, true), di = swap_heads(dout, B, H, L, Ev, true);
+    std::vector<float> oi(o.size(), NAN), li(lse.size(), NAN), dqi(q.size(), NAN), dki(k.size(), NAN), dvi(v.size(), NAN);
+    sdpa_forward(in, qi.data(), ki.data(), vi.data(), oi.data(), li.data());
+    sdpa_backward(in, qi.data(), ki.data(), vi.data(), di.data(), li.data(), dqi.data(), dki.data(), dvi.data());
+    EXPECT_EQ(swap_heads(oi, B, H, L, Ev, false), o) << round;
+    EXPECT_EQ(li, lse) << round;
+    EXPECT_EQ(swap_heads(dqi, B, H, L, E, false), dq) << round;
+    EXPECT_EQ(swap_heads(dki, B, H, S, E, false), dk) << round;
+    EXPECT_EQ(swap_heads(dvi, B, H, S, Ev, false), dv) << round;
+  }
+}
+
 TEST(HostAttention, NoKeysOrNoQueries) {
   SdpaDims d{2, 3, 0, 4, 5, false, 1.0f, false};
   std::vector<float> q(2 * 3 * 4, 1.0f), out(2 * 3 * 5, NAN), lse(6, NAN), dq(q.size(), NAN), dout(out.size(), 1.0f);
@@ -160,7 +203,10 @@ namespace {
 // The GPT's attention (batch 8 x 4 heads, 128 x 128, width 32, causal, bf16 probabilities):
 // microseconds per forward and backward call.
 TEST(HostAttention, DISABLED_Bench) {
-  SdpaDims d{32, 128, 128, 32, 32, true, 0.17f, true};
+  // ATTN_LAYOUT=inner: [8, 128, 4, 32] operands (the compiled GPT's calls); default
+  // [32, 128, 32].
+  const bool inner = std::getenv("ATTN_LAYOUT") && std::string(std::getenv("ATTN_LAYOUT")) == "inner";
+  SdpaDims d{32, 128, 128, 32, 32, true, 0.17f, true, inner ? 4 : 0};
   std::mt19937 rng(1);
   auto q = random(d.batch * d.L * d.E, rng), k = random(d.batch * d.S * d.E, rng);
   auto v = random(d.batch * d.S * d.Ev, rng), dout = random(d.batch * d.L * d.Ev, rng);

@@ -301,9 +301,9 @@ TEST_F(DecomposeLinalg, LdlStaysALapackCallUnlessEmpty) {
 
 // The attention calls (custom_calls.def sdpa_fwd / sdpa_bwd): their decomposition run on the
 // host runtime (and on pjrt with a plugin) against the host kernel, causal (more queries than
-// keys: the last rows see every key) and not, bf16 rounding of the probabilities on and off.
+// keys: the last rows see every key) and not, bf16 rounding of the probabilities on and off,
+// heads outermost ([B, H, rows, width]) or inner ([B, rows, H, width]).
 TEST_F(DecomposeLinalg, SdpaMatchesTheHostKernel) {
-  const Shape qs{2, 3, 7, 4}, ks{2, 3, 5, 4}, vs{2, 3, 5, 6}, os{2, 3, 7, 6}, ls{2, 3, 7};
   auto rnd = [](const Shape& s, int seed) {
     return make(DType::F32, s, [&](int64_t i) {
       double h = std::sin(static_cast<double>(i + 1) * 12.9898 + seed * 78.233) * 43758.5453;
@@ -313,29 +313,38 @@ TEST_F(DecomposeLinalg, SdpaMatchesTheHostKernel) {
   const float scale = 0.7f;
   uint32_t bits;
   std::memcpy(&bits, &scale, sizeof bits);
-  for (bool causal : {true, false}) {
-    for (bool round : {false, true}) {
-      const std::vector<int64_t> params{causal, static_cast<int64_t>(bits), round};
-      const std::string what = std::string(causal ? "causal" : "full") + (round ? " rounded" : "");
-      const double rel = round ? 1e-2 : 2e-5;  // a bf16 tie may round the other way
-      Graph f = call_graph(CustomCallTarget::SdpaFwd, {{DType::F32, qs}, {DType::F32, ks}, {DType::F32, vs}}, params, {0, 1});
-      std::vector<Tensor> in{rnd(qs, 1), rnd(ks, 2), rnd(vs, 3)};
-      std::vector<Tensor> want = run(f, in);
-      Graph fd = ir::decompose_linalg(f);
-      EXPECT_EQ(fd.to_stablehlo().find("custom_call"), std::string::npos) << what;
-      std::vector<Tensor> got = run(fd, in);
-      expect_close(got[0], want[0], rel, "sdpa_fwd out " + what);
-      expect_close(got[1], want[1], 2e-5, "sdpa_fwd logsumexp " + what);
-      Graph b = call_graph(CustomCallTarget::SdpaBwd,
-                           {{DType::F32, qs}, {DType::F32, ks}, {DType::F32, vs}, {DType::F32, os}, {DType::F32, ls}},
-                           params, {0, 1, 2});
-      std::vector<Tensor> bin{in[0], in[1], in[2], rnd(os, 4), want[1]};
-      std::vector<Tensor> bwant = run(b, bin), bgot = run(ir::decompose_linalg(b), bin);
-      for (int i = 0; i < 3; ++i) expect_close(bgot[i], bwant[i], rel, "sdpa_bwd result " + std::to_string(i) + " " + what);
-      if (rt_) {
-        std::vector<Tensor> pf = run_pjrt(*rt_, f, in), pb = run_pjrt(*rt_, b, bin);
-        expect_close(pf[0], want[0], rel, "pjrt sdpa_fwd out " + what);
-        for (int i = 0; i < 3; ++i) expect_close(pb[i], bwant[i], rel, "pjrt sdpa_bwd result " + std::to_string(i) + " " + what);
+  for (bool inner : {false, true}) {
+    // B 2, H 3, L 7, S 5, E 4, Ev 6
+    const Shape qs = inner ? Shape{2, 7, 3, 4} : Shape{2, 3, 7, 4}, ks = inner ? Shape{2, 5, 3, 4} : Shape{2, 3, 5, 4};
+    const Shape vs = inner ? Shape{2, 5, 3, 6} : Shape{2, 3, 5, 6}, os = inner ? Shape{2, 7, 3, 6} : Shape{2, 3, 7, 6};
+    const Shape ls{2, 3, 7};
+    for (bool causal : {true, false}) {
+      for (bool round : {false, true}) {
+        const std::vector<int64_t> params{causal, static_cast<int64_t>(bits), round, inner ? 3 : 0};
+        const std::string what = std::string(causal ? "causal" : "full") + (round ? " rounded" : "") +
+                                 (inner ? " heads-inner" : "");
+        const double rel = round ? 1e-2 : 2e-5;  // a bf16 tie may round the other way
+        Graph f = call_graph(CustomCallTarget::SdpaFwd, {{DType::F32, qs}, {DType::F32, ks}, {DType::F32, vs}}, params,
+                             {0, 1});
+        std::vector<Tensor> in{rnd(qs, 1), rnd(ks, 2), rnd(vs, 3)};
+        std::vector<Tensor> want = run(f, in);
+        Graph fd = ir::decompose_linalg(f);
+        EXPECT_EQ(fd.to_stablehlo().find("custom_call"), std::string::npos) << what;
+        std::vector<Tensor> got = run(fd, in);
+        expect_close(got[0], want[0], rel, "sdpa_fwd out " + what);
+        expect_close(got[1], want[1], round ? 1e-2 : 2e-5, "sdpa_fwd logsumexp " + what);
+        Graph b = call_graph(CustomCallTarget::SdpaBwd,
+                             {{DType::F32, qs}, {DType::F32, ks}, {DType::F32, vs}, {DType::F32, os}, {DType::F32, ls}},
+                             params, {0, 1, 2});
+        std::vector<Tensor> bin{in[0], in[1], in[2], rnd(os, 4), want[1]};
+        std::vector<Tensor> bwant = run(b, bin), bgot = run(ir::decompose_linalg(b), bin);
+        for (int i = 0; i < 3; ++i) expect_close(bgot[i], bwant[i], rel, "sdpa_bwd result " + std::to_string(i) + " " + what);
+        if (rt_) {
+          std::vector<Tensor> pf = run_pjrt(*rt_, f, in), pb = run_pjrt(*rt_, b, bin);
+          expect_close(pf[0], want[0], rel, "pjrt sdpa_fwd out " + what);
+          for (int i = 0; i < 3; ++i)
+            expect_close(pb[i], bwant[i], rel, "pjrt sdpa_bwd result " + std::to_string(i) + " " + what);
+        }
       }
     }
   }
