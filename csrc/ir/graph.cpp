@@ -443,6 +443,41 @@ Value Graph::op(OpCode op, std::vector<Value> operands, Attrs attrs, Shape shape
       if (valid) return transpose(Value{inner.operands[0]}, std::move(perm));
     }
   }
+  // A reshape that only adds or drops size-1 dims of a slice whose dropped dims are size 1 in
+  // its operand too is the slice of the reshaped operand: the slice then feeds its readers
+  // directly, so their fused loops read it in place (a gather) instead of a copy
+  // (exec/views.cpp's q, k, v boxes of a projection carry a trailing unit dim).
+  if (op == OpCode::Reshape && operands.size() == 1 && operands[0].valid() &&
+      operands[0].id < static_cast<int>(nodes_.size())) {
+    const Node& sl = nodes_[operands[0].id];
+    if (!sl.is_param && sl.op == OpCode::Slice && sl.operands.size() == 1) {
+      const Shape& xs = nodes_[sl.operands[0]].shape;
+      const Shape& ss = sl.shape;
+      std::vector<size_t> kept;  // the slice's dims that are not size 1
+      bool ok = xs.size() == ss.size() && sl.attrs.start.size() == ss.size() && sl.attrs.stride.size() == ss.size();
+      for (size_t i = 0; ok && i < ss.size(); ++i) {
+        if (ss[i] != 1) kept.push_back(i);
+        else ok = xs[i] == 1;
+      }
+      std::vector<int64_t> xt, start, limit, stride;
+      size_t k = 0;
+      for (size_t j = 0; ok && j < shape.size(); ++j) {
+        if (shape[j] == 1) {
+          xt.push_back(1), start.push_back(0), limit.push_back(1), stride.push_back(1);
+          continue;
+        }
+        ok = k < kept.size() && ss[kept[k]] == shape[j];
+        if (!ok) break;
+        size_t i = kept[k++];
+        xt.push_back(xs[i]), start.push_back(sl.attrs.start[i]), limit.push_back(sl.attrs.limit[i]),
+            stride.push_back(sl.attrs.stride[i]);
+      }
+      if (ok && k == kept.size()) {
+        Value x = reshape(Value{sl.operands[0]}, std::move(xt));
+        return slice(x, std::move(start), std::move(limit), std::move(stride));
+      }
+    }
+  }
   // StableHLO's abs and sign take signed or float operands only: on unsigned integers abs is
   // the identity and sign is (x != 0).
   if ((op == OpCode::Abs || op == OpCode::Sign) && operands.size() == 1 && operands[0].valid() &&

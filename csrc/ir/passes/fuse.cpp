@@ -199,7 +199,12 @@ class Partitioner {
       }
     }
   }
-  void materialize(int v) { new_cluster(v, Role::kMain, numel(nodes_[v].shape)); }
+  // A broadcast no reader absorbed becomes a loop of its own; a transpose or slice runs as
+  // its own kernel (the layout kernels beat a gather loop at that).
+  void materialize(int v) {
+    bool loop = has_trait(nodes_[v].op, kFusedGather);
+    new_cluster(v, loop ? Role::kMain : Role::kAnchor, numel(nodes_[v].shape));
+  }
 
   void place(int v) {
     const Node& n = nodes_[v];
@@ -207,7 +212,7 @@ class Partitioner {
       role_[v] = Role::kFree;  // parameters and leaves: memory, or folded by the runtime
       return;
     }
-    if (has_trait(n.op, kFusedGather)) {
+    if (fuses_as_gather(g_, n)) {
       // A gather of a pending gather (a broadcast of a broadcast, as fused windows make): the
       // inner one gets its cluster now, as it would at the end (a gather reads memory), so the
       // edge to whoever absorbs this one exists before the cycle checks need it.
@@ -346,6 +351,56 @@ bool reduces_trailing_dims(const Graph& g, const Node& n) {
     else if (seen_reduced) return false;
   }
   return true;
+}
+
+bool gather_map(const Graph& g, const Node& n, GatherMap& m) {
+  if (n.is_param || n.operands.size() != 1) return false;
+  const Node& x = g.nodes()[n.operands[0]];
+  size_t r = n.shape.size();
+  std::vector<int64_t> xst(x.shape.size(), 1), src(r, 0);
+  for (size_t i = x.shape.size(); i-- > 1;) xst[i - 1] = xst[i] * x.shape[i];
+  m.base = 0;
+  if (has_trait(n.op, kFusedGather)) {  // broadcast_in_dim: operand dim i is result dim dims[i]
+    if (n.attrs.dims.size() != x.shape.size()) return false;
+    for (size_t i = 0; i < n.attrs.dims.size(); ++i)
+      if (x.shape[i] != 1) src[static_cast<size_t>(n.attrs.dims[i])] = xst[i];
+  } else if (n.op == OpCode::Transpose) {  // result dim d is operand dim perm[d]
+    if (n.attrs.dims.size() != r || x.shape.size() != r) return false;
+    for (size_t d = 0; d < r; ++d) src[d] = xst[static_cast<size_t>(n.attrs.dims[d])];
+  } else if (n.op == OpCode::Slice) {
+    if (n.attrs.start.size() != r || n.attrs.stride.size() != r || x.shape.size() != r) return false;
+    for (size_t d = 0; d < r; ++d) {
+      src[d] = xst[d] * n.attrs.stride[d];
+      m.base += n.attrs.start[d] * xst[d];
+    }
+  } else {
+    return false;
+  }
+  m.shape.clear();
+  m.stride.clear();
+  for (size_t d = 0; d < r; ++d) {
+    if (n.shape[d] == 1) continue;
+    if (!m.shape.empty() && m.stride.back() == src[d] * n.shape[d]) {
+      m.shape.back() *= n.shape[d];
+      m.stride.back() = src[d];
+      continue;
+    }
+    m.shape.push_back(n.shape[d]);
+    m.stride.push_back(src[d]);
+  }
+  if (m.shape.empty()) {
+    m.shape = {1};
+    m.stride = {0};
+  }
+  return true;
+}
+
+bool fuses_as_gather(const Graph& g, const Node& n) {
+  if (n.is_param) return false;
+  if (has_trait(n.op, kFusedGather)) return true;
+  if (n.op != OpCode::Transpose && n.op != OpCode::Slice) return false;
+  GatherMap m;
+  return numel(n.shape) > 0 && gather_map(g, n, m) && m.stride.back() == 1 && m.shape.back() >= 8;
 }
 
 std::vector<Cluster> partition(const Graph& g) { return Partitioner(g).run(); }

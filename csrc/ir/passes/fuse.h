@@ -35,6 +35,23 @@ struct Cluster {
 // cluster. Deterministic; O(nodes) apart from cycle checks over the cluster DAG.
 std::vector<Cluster> partition(const Graph& g);
 
+// The index map of a node that a fused loop can read through (a gather member): result
+// element i (row-major) reads operand element base + sum_d idx_d(i) * stride[d] over the
+// simplified result dims (size-1 dims dropped, neighbours merged where the operand walks
+// them contiguously; at least one dim). Broadcasts (kFusedGather: stride 0 along the new
+// dims), transposes and slices have one.
+struct GatherMap {
+  std::vector<int64_t> shape, stride;
+  int64_t base = 0;
+};
+bool gather_map(const Graph& g, const Node& n, GatherMap& m);
+
+// Whether readers' loops absorb node n as a gather instead of reading it from memory:
+// every broadcast, and a transpose or slice whose map reads runs of at least 8 contiguous
+// operand elements (attention's head transposes, the q / k / v slices of a projection).
+// Others (a 2-D transpose) run as their own kernel.
+bool fuses_as_gather(const Graph& g, const Node& n);
+
 // Number of kernels the graph runs as: partition(g).size(). For tests and the exec layer.
 int cluster_count(const Graph& g);
 

@@ -40,9 +40,11 @@ struct FusedLoop {
     int slot = -1;             // scratch slot, or -1
     int result = -1;           // index into the fused step's results, or -1
     int64_t elem = 0;
-    // kGather: input index, and the source strides of the (simplified) result dims.
+    // kGather: input index, and the source strides of the (simplified) result dims from
+    // element `base` (ir::gather_map: a broadcast, transpose or slice).
     int input = -1;
     int rank = 0;
+    int64_t base = 0;
     int64_t shape[kMaxRank] = {}, stride[kMaxRank] = {};
   };
   std::vector<Member> members;  // main, then the sink, then post (each in node order)
@@ -77,7 +79,7 @@ void gather_t(const Loop::Member& m, const T* src, int64_t b, int64_t len, T* ou
     int64_t off = 0;
     for (int d = 0; d < r; ++d) off += idx[d] * m.stride[d];
     int64_t count = std::min(inner - idx[r - 1], len - done);
-    const T* s = src + off;
+    const T* s = src + m.base + off;
     T* o = out + done;
     if (st == 0) std::fill(o, o + count, *s);
     else if (st == 1) std::memcpy(o, s, count * sizeof(T));
@@ -257,31 +259,17 @@ void fused_kernel(const KernelArgs& a) {
             });
 }
 
-// The simplified index map of broadcast node n: result dims (size-1 dropped, neighbours
-// merged when the source walks them contiguously) and source strides (0 = broadcast).
+// The index map of gather node n (a broadcast, transpose or slice), simplified.
 void plan_gather(const ir::Graph& g, const ir::Node& n, Loop::Member& m) {
-  const ir::Node& x = g.nodes()[n.operands[0]];
-  std::vector<int64_t> xst = contiguous_strides(x.shape), src(n.shape.size(), 0);
-  for (size_t i = 0; i < n.attrs.dims.size(); ++i)
-    if (x.shape[i] != 1) src[n.attrs.dims[i]] = xst[i];
-  int r = 0;
-  for (size_t d = 0; d < n.shape.size(); ++d) {
-    if (n.shape[d] == 1) continue;
-    if (r > 0 && m.stride[r - 1] == src[d] * n.shape[d]) {
-      m.shape[r - 1] *= n.shape[d];
-      m.stride[r - 1] = src[d];
-      continue;
-    }
-    m.shape[r] = n.shape[d];
-    m.stride[r] = src[d];
-    ++r;
+  ir::GatherMap map;
+  TPU_CHECK(ir::gather_map(g, n, map) && map.shape.size() <= static_cast<size_t>(kMaxRank),
+            "[host fuse] no index map for a gather member");
+  m.rank = static_cast<int>(map.shape.size());
+  m.base = map.base;
+  for (int d = 0; d < m.rank; ++d) {
+    m.shape[d] = map.shape[static_cast<size_t>(d)];
+    m.stride[d] = map.stride[static_cast<size_t>(d)];
   }
-  if (r == 0) {
-    m.shape[0] = 1;
-    m.stride[0] = 0;
-    r = 1;
-  }
-  m.rank = r;
 }
 
 // Scratch slots for members not written to memory, reused once their last reader ran.
@@ -411,7 +399,7 @@ bool reads_row_local(const Loop& L, int j, int64_t numel, int64_t rows, int64_t 
       if (m.input != j) continue;
       bool per_row = numel == rows && m.rank == 2 && m.shape[0] == rows && m.shape[1] == row_len &&
                      m.stride[0] == 1 && m.stride[1] == 0;
-      bool identity = m.rank == 1 && m.stride[0] == 1 && m.shape[0] == numel &&
+      bool identity = m.rank == 1 && m.stride[0] == 1 && m.base == 0 && m.shape[0] == numel &&
                       numel == (m.stage == 2 ? rows : rows * row_len);
       if (!per_row && !identity && rows != 1) return false;
       continue;
@@ -544,7 +532,7 @@ std::string fused_members(const Step& s) {
     if (m.kind == Loop::Kind::kAlias || m.kind == Loop::Kind::kSplat || m.kind == Loop::Kind::kDead) continue;
     if (!r.empty()) r += m.stage != stage ? " | " : " ";
     stage = m.stage;
-    if (m.kind == Loop::Kind::kGather) r += "Broadcast";
+    if (m.kind == Loop::Kind::kGather) r += ir::op_info(m.step.n->op).name;
     else if (m.kind == Loop::Kind::kSink) r += "Reduce";
     else if (m.step.range == &round_trip_bf16_range) r += "RoundBf16";
     else r += ir::op_info(m.step.n->op).name;
@@ -616,8 +604,9 @@ void prepare_fused(const ir::Graph& g, const ir::Cluster& c, Step& s) {
     } else if (splat[k]) {
       m.kind = Loop::Kind::kSplat;
       m.input = input_index(n.operands[0]);
-    } else if (ir::has_trait(n.op, ir::kFusedGather)) {
+    } else if (ir::fuses_as_gather(g, n)) {
       m.kind = Loop::Kind::kGather;
+      m.step.n = &n;  // (for the profile's member list)
       m.input = input_index(n.operands[0]);
       plan_gather(g, n, m);
     } else if (ir::op_info(n.op).kind == ir::OpKind::kShape) {  // a kFusible view (reshape)

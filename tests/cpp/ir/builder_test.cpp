@@ -69,6 +69,19 @@ TEST(IrBuilder, ShapeOps) {
   EXPECT_EQ(g.node(tt).attrs.dims, (std::vector<int64_t>{1, 0, 2}));
   expect_type(g, g.slice(x, {0, 1, 0}, {2, 3, 4}, {1, 1, 3}), DType::F32, {2, 2, 2});
   expect_type(g, g.slice(x, {1, 0, 2}, {1, 3, 4}, {1, 2, 1}), DType::F32, {0, 2, 2});
+  // a reshape that only drops / adds unit dims of a slice is the slice of the reshaped operand
+  Value p5 = g.param(DType::F32, {2, 3, 6, 4, 1});
+  Value s5 = g.slice(p5, {0, 0, 2, 0, 0}, {2, 3, 6, 4, 1}, {1, 1, 2, 1, 1});
+  Value r4 = g.reshape(s5, {2, 1, 3, 2, 4});
+  expect_type(g, r4, DType::F32, {2, 1, 3, 2, 4});
+  ASSERT_EQ(g.node(r4).op, OpCode::Slice);
+  EXPECT_EQ(g.node(r4).attrs.start, (std::vector<int64_t>{0, 0, 0, 2, 0}));
+  EXPECT_EQ(g.node(r4).attrs.stride, (std::vector<int64_t>{1, 1, 1, 2, 1}));
+  expect_type(g, Value{g.node(r4).operands[0]}, DType::F32, {2, 1, 3, 6, 4});
+  // not when a dim the slice cuts to 1 would be dropped, or the reshape merges dims
+  Value s1 = g.slice(p5, {0, 0, 2, 0, 0}, {2, 3, 3, 4, 1}, {1, 1, 1, 1, 1});
+  EXPECT_EQ(g.node(g.reshape(s1, {2, 3, 4})).op, OpCode::Reshape);
+  EXPECT_EQ(g.node(g.reshape(s5, {6, 2, 4})).op, OpCode::Reshape);
   Value y = g.param(DType::F32, {2, 5, 4});
   expect_type(g, g.concat({x, y, x}, 1), DType::F32, {2, 11, 4});
   EXPECT_EQ(g.concat({x}, 0), x);

@@ -111,6 +111,30 @@ TEST(Fuse, AnchorsStayAlone) {
   EXPECT_TRUE(cl[3].anchor);
 }
 
+TEST(Fuse, TransposeKeepingTheLastDimJoinsItsReader) {
+  Graph g;
+  Value x = g.param(DType::F32, {2, 4, 16, 8});
+  Value t = g.transpose(x, {0, 2, 1, 3});  // runs of 8 contiguous elements
+  Value y = g.unary(OpCode::Exp, t);
+  Value s = g.slice(x, {0, 0, 0, 0}, {2, 4, 16, 4}, {1, 1, 1, 1});  // runs of 4: too short
+  g.set_outputs({y, g.unary(OpCode::Log, s)});
+  EXPECT_TRUE(fuses_as_gather(g, g.nodes()[t.id]));
+  EXPECT_FALSE(fuses_as_gather(g, g.nodes()[s.id]));
+  auto cl = partition(g);
+  ASSERT_EQ(cl.size(), 3u);  // transpose + exp | slice | log
+  int with_t = -1;
+  for (size_t i = 0; i < cl.size(); ++i)
+    if (std::find(cl[i].main.begin(), cl[i].main.end(), t.id) != cl[i].main.end()) with_t = static_cast<int>(i);
+  ASSERT_GE(with_t, 0);
+  EXPECT_FALSE(cl[with_t].anchor);
+  EXPECT_EQ(cl[with_t].inputs, std::vector<int>{x.id});
+  GatherMap m;
+  ASSERT_TRUE(gather_map(g, g.nodes()[t.id], m));
+  EXPECT_EQ(m.shape, (std::vector<int64_t>{2, 16, 4, 8}));
+  EXPECT_EQ(m.stride, (std::vector<int64_t>{512, 8, 128, 1}));
+  EXPECT_EQ(m.base, 0);
+}
+
 TEST(Fuse, OutputInTheMiddleAndDeadNodes) {
   Graph g;
   Value x = g.param(DType::F32, {10});

@@ -104,11 +104,11 @@ TEST(FusedBench, DISABLED_GeluMlpLayerNormSoftmax) {
       g.set_outputs({g.binary(OpCode::Add, x, y)});
       bench(("gelu MLP [1024,512] " + dn).c_str(), g);
     }
-    {
+    for (int64_t w : {512, 128}) {
       Graph g;
-      Value x = g.param(d, {1024, 512}), gm = g.param(d, {512}), bt = g.param(d, {512});
+      Value x = g.param(d, {1024, w}), gm = g.param(d, {w}), bt = g.param(d, {w});
       g.set_outputs({layernorm(g, x, gm, bt)});
-      bench(("layernorm [1024,512] " + dn).c_str(), g);
+      bench(("layernorm [1024," + std::to_string(w) + "] " + dn).c_str(), g);
     }
     {
       Graph g;

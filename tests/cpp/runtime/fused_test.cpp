@@ -123,6 +123,54 @@ TEST(HostFused, Broadcasts) {
                   random_tensor(DType::F32, {5, 3}, 5)});
 }
 
+// Transposes that keep the last dim and slices with contiguous inner runs are read by their
+// readers' loops in place (gathers): attention's [B, H, L, E] <-> [B, L, H, E] transposes and
+// the q / k / v slices of a projection, rounded for a DEFAULT product in the same pass. A
+// transpose or slice read outside the loop is one of its results; one no loop reads, or
+// one that moves the last dim, runs as its own kernel. Same bits as unfused.
+TEST(HostFused, TransposesAndSlicesAreReadInPlace) {
+  {
+    Graph g;  // transpose -> bf16 round trip: one loop, the transpose not materialized
+    Value q = g.param(DType::F32, {2, 4, 16, 8});
+    Value t = g.transpose(q, {0, 2, 1, 3});
+    g.set_outputs({g.convert(g.convert(t, DType::BF16), DType::F32)});
+    EXPECT_EQ(fused_steps(g), 1);
+    expect_same(g, {random_tensor(DType::F32, {2, 4, 16, 8}, 21)});
+  }
+  {
+    Graph g;  // slices of a projection (with a trailing unit dim), one also an output
+    Value p = g.param(DType::F32, {2, 16, 12, 8, 1}), b = g.param(DType::F32, {2, 16, 4, 8, 1});
+    std::vector<Value> outs;
+    for (int64_t h = 0; h < 12; h += 4) {
+      Value sl = g.slice(p, {0, 0, h, 0, 0}, {2, 16, h + 4, 8, 1}, {1, 1, 1, 1, 1});
+      outs.push_back(g.binary(OpCode::Mul, g.binary(OpCode::Add, sl, b), sl));
+      if (h == 4) outs.push_back(sl);
+    }
+    g.set_outputs(outs);
+    EXPECT_EQ(fused_steps(g), 3);  // one loop per slice's readers (no slice kernels)
+    expect_same(g, {random_tensor(DType::F32, {2, 16, 12, 8, 1}, 22), random_tensor(DType::F32, {2, 16, 4, 8, 1}, 23)});
+  }
+  {
+    Graph g;  // a transpose feeding a reduction over the last dim, and a strided slice
+    Value x = g.param(DType::F32, {4, 8, 16});
+    Value t = g.transpose(x, {1, 0, 2});
+    Value r = g.reduce(g.unary(OpCode::Exp, t), ir::Reducer::Sum, {2});
+    Value s2 = g.slice(x, {1, 0, 0}, {4, 8, 16}, {2, 3, 1});  // rows 1, 3; cols 0, 3, 6
+    g.set_outputs({r, g.unary(OpCode::Negate, s2)});
+    EXPECT_EQ(fused_steps(g), 2);
+    expect_same(g, {random_tensor(DType::F32, {4, 8, 16}, 24)});
+  }
+  {
+    Graph g;  // transposes that move the last dim, or read by nothing fusible, stay kernels
+    Value x = g.param(DType::F32, {32, 64});
+    Value t = g.transpose(x, {1, 0});
+    Value y = g.param(DType::F32, {2, 4, 16, 8});
+    g.set_outputs({g.unary(OpCode::Exp, t), g.transpose(y, {0, 2, 1, 3})});
+    EXPECT_EQ(fused_steps(g), 3);
+    expect_same(g, {random_tensor(DType::F32, {32, 64}, 25), random_tensor(DType::F32, {2, 4, 16, 8}, 26)});
+  }
+}
+
 TEST(HostFused, OutputsInTheMiddleAndReshapes) {
   Graph g;
   Shape s = {64, 100};
