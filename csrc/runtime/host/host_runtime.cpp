@@ -128,13 +128,23 @@ std::string step_kind(const Step& s) {
   return os.str();
 }
 
-void step_profile_add(const Step& s, std::chrono::steady_clock::duration d) {
-  std::string kind = step_kind(s);
+void profile_add(const std::string& kind, std::chrono::steady_clock::duration d) {
   StepProfile& p = step_profile();
   std::lock_guard<std::mutex> lk(p.mu);
   auto& e = p.by_kind[kind];
   e.first += std::chrono::duration<double>(d).count();
   e.second += 1;
+}
+void step_profile_add(const Step& s, std::chrono::steady_clock::duration d) { profile_add(step_kind(s), d); }
+
+// The profile's name of a copy around the steps: a strided input gathered into the arena, or
+// a result copied into an output it could not be written to directly.
+std::string copy_kind(const char* what, const View& v) {
+  std::ostringstream os;
+  os << what << " " << ir::dtype_name(v.dtype) << "[";
+  for (size_t i = 0; i < v.shape.size(); ++i) os << (i ? "," : "") << v.shape[i];
+  os << "]";
+  return os.str();
 }
 
 class HostExecutable final : public runtime::Executable {
@@ -184,7 +194,9 @@ class HostExecutable final : public runtime::Executable {
                         .overlaps(st.in_ranges[k]);
       if (gather) {
         void* dst = arena + p.slots[v].offset;
+        auto t0 = std::chrono::steady_clock::now();
         copy_view(in, dst, /*to_view=*/false);
+        if (step_profile_on()) profile_add(copy_kind("input gathered", in), std::chrono::steady_clock::now() - t0);
         st.ptrs[v] = dst;
       } else {
         st.ptrs[v] = address(in);
@@ -240,8 +252,11 @@ class HostExecutable final : public runtime::Executable {
     }
 
     for (size_t i = 0; i < outputs.size(); ++i)
-      if (!st.direct[i] && ir::numel(outputs[i].shape) > 0)
+      if (!st.direct[i] && ir::numel(outputs[i].shape) > 0) {
+        auto t0 = std::chrono::steady_clock::now();
         copy_view(outputs[i], st.ptrs[p.out_root[i]], /*to_view=*/true);
+        if (prof) profile_add(copy_kind("output copied", outputs[i]), std::chrono::steady_clock::now() - t0);
+      }
   }
 
  private:
