@@ -1,5 +1,6 @@
 // torch.compile capture: a fused-window recording turned into a Program that replays as
 // one launch per call, without per-op dispatch.
+#include <algorithm>
 #include <functional>
 #include <sstream>
 #include <unordered_map>
@@ -24,6 +25,9 @@ struct Program {
   // read one input's elements through another's (end_capture), so a replay needs those
   // inputs to share a storage again.
   std::vector<int> input_shares;
+  // Per input, the bytes its storage must hold: a read may span whole rows of its view's
+  // storage beyond the view (read_strided_views_in_place).
+  std::vector<int64_t> input_min_bytes;
   // A storage the program reads or writes: input k's (k >= 0) or new storage -k-1.
   struct In {
     int storage = 0;       // kind Input
@@ -76,6 +80,90 @@ void bind_and_enqueue(const Program& p, const std::function<c10::Storage(int)>& 
   }
   for (const auto& [sid, m] : p.writes) l.write(storage_of(sid), m);
   l.submit(p.dev);
+}
+
+// Strided views the graph reads (q, k and v saved as views of one projection, a weight's
+// transpose) were gathered into dense copies before every run. Each such read is bound
+// instead as the flat run of storage elements its view spans, and the view is derived in the
+// graph (reshape / slice / transpose: exec::derive), where fused loops read it in place and a
+// transpose folds into a dot. Reads whose view does not derive keep their binding.
+void read_strided_views_in_place(Program& p, const std::vector<at::Tensor>& inputs) {
+  const auto& nodes = p.graph.nodes();
+  std::vector<int> params;
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (nodes[i].is_param) params.push_back(static_cast<int>(i));
+  if (params.size() != p.ins.size()) return;
+  std::vector<Meta> flat(p.ins.size());
+  std::vector<char> change(p.ins.size(), 0);
+  bool any = false;
+  for (size_t k = 0; k < p.ins.size(); ++k) {
+    const Program::In& in = p.ins[k];
+    if ((in.kind != Program::In::Input && in.kind != Program::In::Const) || in.meta.contiguous() ||
+        in.meta.numel() == 0)
+      continue;
+    // Whole rows of the view's largest stride, so the derived view needs no padding.
+    int64_t s0 = 0;
+    for (size_t d = 0; d < in.meta.sizes.size(); ++d)
+      if (in.meta.sizes[d] > 1) s0 = std::max(s0, in.meta.strides[d]);
+    if (s0 <= 0) continue;
+    auto [lo, hi] = span(in.meta);
+    int64_t begin = lo - lo % s0, end = (hi / s0 + 1) * s0;
+    const c10::Storage& st = in.kind == Program::In::Input ? inputs[in.storage].storage() : in.constant.storage();
+    int64_t esize = static_cast<int64_t>(ir::dtype_size(in.meta.dtype));
+    if (end * esize > static_cast<int64_t>(st.nbytes())) continue;
+    flat[k] = Meta{{end - begin}, {1}, begin, in.meta.dtype};
+    ir::Graph trial;
+    ir::Value v = derive(trial, trial.param(in.meta.dtype, flat[k].sizes), flat[k], in.meta);
+    const ir::Node& pn = nodes[params[k]];
+    change[k] = v.valid() && trial.shape(v) == pn.shape && trial.dtype(v) == pn.dtype;
+    any |= change[k] != 0;
+  }
+  // Writes into a permuted dense view (attention's output in the query's dim order): the
+  // value in storage order, written as a flat run (no transpose and copy after the steps).
+  std::vector<char> flat_out(p.writes.size(), 0);
+  for (size_t i = 0; i < p.writes.size(); ++i) {
+    const Meta& m = p.writes[i].second;
+    if (m.contiguous() || m.numel() == 0) continue;
+    auto [lo, hi] = span(m);
+    ir::Graph trial;
+    flat_out[i] = hi - lo + 1 == m.numel() && storage_order(trial, trial.param(m.dtype, m.sizes), m).valid();
+    any |= flat_out[i] != 0;
+  }
+  if (!any) return;
+  ir::Graph out;
+  std::vector<ir::Value> map(nodes.size());
+  size_t k = 0;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const ir::Node& n = nodes[i];
+    if (n.is_param) {
+      if (change[k]) {
+        map[i] = derive(out, out.param(n.dtype, flat[k].sizes), flat[k], p.ins[k].meta);
+        p.ins[k].meta = flat[k];
+        if (p.ins[k].kind == Program::In::Input) {
+          int64_t bytes = (flat[k].offset + flat[k].sizes[0]) * static_cast<int64_t>(ir::dtype_size(flat[k].dtype));
+          int64_t& need = p.input_min_bytes[static_cast<size_t>(p.ins[k].storage)];
+          need = std::max(need, bytes);
+        }
+      } else {
+        map[i] = out.param(n.dtype, n.shape);
+      }
+      ++k;
+      continue;
+    }
+    std::vector<ir::Value> ops;
+    for (int o : n.operands) ops.push_back(map[o]);
+    map[i] = out.op(n.op, std::move(ops), n.attrs, n.shape, n.dtype);
+  }
+  std::vector<ir::Value> outs;
+  for (ir::Value v : p.graph.outputs()) outs.push_back(map[v.id]);
+  for (size_t i = 0; i < outs.size() && i < p.writes.size(); ++i) {
+    if (!flat_out[i]) continue;
+    Meta& m = p.writes[i].second;
+    outs[i] = storage_order(out, outs[i], m);
+    m = Meta{{m.numel()}, {1}, span(m).first, m.dtype};
+  }
+  out.set_outputs(std::move(outs));
+  p.graph = std::move(out);
 }
 
 }  // namespace
@@ -220,6 +308,8 @@ std::shared_ptr<Program> end_capture(int dev, const std::vector<at::Tensor>& inp
   }
   w.g.set_outputs(outs);
   p->graph = w.g;
+  p->input_min_bytes.assign(inputs.size(), 0);
+  read_strided_views_in_place(*p, inputs);
   try {
     p->exe = compiled(p->graph.hash(), p->graph, "torch.compile");
   } catch (const std::exception& e) {
@@ -250,6 +340,7 @@ bool program_matches(const Program& p, const std::vector<at::Tensor>& inputs) {
     if (!t.is_privateuseone() || t.scalar_type() != p.input_types[k] || t.storage_offset() != m.offset || t.sizes() != c10::IntArrayRef(m.sizes) ||
         t.strides() != c10::IntArrayRef(m.strides))
       return false;
+    if (static_cast<int64_t>(t.storage().nbytes()) < p.input_min_bytes[k]) return false;
     const int first = p.input_shares[k];
     if (first != static_cast<int>(k) && !t.storage().is_alias_of(inputs[first].storage())) return false;
   }

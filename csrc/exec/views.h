@@ -32,6 +32,11 @@ bool inside(const Meta& m, const Meta& in);
 // A tpu tensor of dtype `dt` viewing `st` as `m`.
 at::Tensor make_view(const c10::Storage& st, at::ScalarType dt, const Meta& m);
 
+// Value `tv` (of layout tm) as the flat run of the storage elements it covers, in storage
+// order: a reshape when tm is contiguous, a transpose first when tm is dense but permuted;
+// an invalid Value otherwise.
+ir::Value storage_order(ir::Graph& g, ir::Value tv, const Meta& tm);
+
 // The strided view `m` of the flat contiguous value `v` (whose own view is `vm`) as IR ops
 // in `g`, when the view's strides nest (each divides the next larger one, dims don't
 // overlap) and every element it reads lies inside `vm`; an invalid Value otherwise.

@@ -142,9 +142,15 @@ class CapturedGraph:
             boxed.clear()  # the boxed convention: the caller's references die with ours
         c = self.last
         if c is None or not self._matches(c, args):
-            c = self.captures.get(_layout_key(args))
+            key = _layout_key(args)
+            c = self.captures.get(key)
+            if c is not None and not self._matches(c, args) and c.program is not None:
+                # Same layout, but a storage too small for what the program reads around a
+                # strided input (whole rows of its storage): a capture of its own.
+                key += (tuple(a.untyped_storage().nbytes() for a in args if isinstance(a, torch.Tensor)),)
+                c = self.captures.get(key)
             if c is None:
-                return self._capture(args)
+                return self._capture(args, key)
             self.last = c
         if c.program is None:
             _bump("eager_calls")
@@ -153,8 +159,7 @@ class CapturedGraph:
         res = _C._program_run(c.program, [args[i] for i in c.tensor_pos])
         return [res[s] if isinstance(s, int) else s[1] for s in c.out_spec]
 
-    def _capture(self, args):
-        key = _layout_key(args)
+    def _capture(self, args, key):
         tensor_pos = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
         others = [(i, a) for i, a in enumerate(args) if not isinstance(a, torch.Tensor)]
         tensors = [args[i] for i in tensor_pos]
