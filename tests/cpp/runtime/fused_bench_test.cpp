@@ -182,3 +182,64 @@ TEST(FusedBench, DISABLED_ChainThroughput) {
 }
 }  // namespace
 }  // namespace torch_tpu::host::testing
+
+namespace torch_tpu::host::testing {
+namespace {
+// A dot and the elementwise loop that reads its result (the GPT's fc1 + bias + erf-GELU + bf16
+// copy): the pair as planned, the dot alone and the loop alone (its input a parameter, warm),
+// in one process, interleaved. Their difference is what running the loop right after each
+// GEMM part (an epilogue) could save at most.
+TEST(FusedBench, DISABLED_DotThenLoop) {
+  auto time_ms = [](const Graph& g, int reps) {
+    std::vector<Tensor> in, out;
+    for (const ir::Node& n : g.nodes())
+      if (n.is_param) in.push_back(make(n.dtype, n.shape, [](int64_t i) { return ((i * 7919) % 1000) / 2500.0 - 0.2; }));
+    for (Value v : g.outputs()) out.emplace_back(g.dtype(v), g.shape(v));
+    auto exe = compile_host(g, {true});
+    std::vector<View> iv, ov;
+    for (Tensor& t : in) iv.push_back(t.view());
+    for (Tensor& t : out) ov.push_back(t.view());
+    exe->run(iv, ov);
+    double best = 1e30;
+    for (int i = 0; i < reps; ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      exe->run(iv, ov);
+      best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return best;
+  };
+  auto epilogue = [](Graph& g, Value h, Value b) {
+    Shape s = g.shape(h);
+    Value y = g.binary(OpCode::Add, h, g.broadcast(b, s, {1}));
+    Value e = g.unary(OpCode::Erf, g.binary(OpCode::Mul, y, splat(g, 0.7071067811865476, DType::F32, s)));
+    Value gl = g.binary(OpCode::Mul, g.binary(OpCode::Mul, y, splat(g, 0.5, DType::F32, s)),
+                        g.binary(OpCode::Add, e, splat(g, 1.0, DType::F32, s)));
+    return std::vector<Value>{y, gl, g.convert(g.convert(gl, DType::BF16), DType::F32)};
+  };
+  ir::Attrs d;
+  d.lhs_contract = {1};
+  d.rhs_contract = {0};
+  d.precision = ir::Precision::Highest;
+  Graph both, dot, loop;
+  {
+    Value x = both.param(DType::F32, {1024, 128}), w = both.param(DType::F32, {128, 512}), b = both.param(DType::F32, {512});
+    both.set_outputs(epilogue(both, both.dot(x, w, d), b));
+  }
+  {
+    Value x = dot.param(DType::F32, {1024, 128}), w = dot.param(DType::F32, {128, 512});
+    dot.set_outputs({dot.dot(x, w, d)});
+  }
+  {
+    Value h = loop.param(DType::F32, {1024, 512}), b = loop.param(DType::F32, {512});
+    loop.set_outputs(epilogue(loop, h, b));
+  }
+  double tb = 1e30, td = 1e30, tl = 1e30;
+  for (int r = 0; r < 5; ++r) {
+    tb = std::min(tb, time_ms(both, 20));
+    td = std::min(td, time_ms(dot, 20));
+    tl = std::min(tl, time_ms(loop, 20));
+  }
+  std::printf("[bench] dot 1024x128x512 + GELU loop: pair %.3f ms, dot %.3f, loop %.3f (sum %.3f)\n", tb, td, tl, td + tl);
+}
+}  // namespace
+}  // namespace torch_tpu::host::testing
