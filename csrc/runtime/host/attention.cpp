@@ -102,19 +102,31 @@ void round_row(float* x, int64_t n) {
 // x[0, lim) scores -> probabilities (x[lim, n) zeroed); returns the row's logsumexp. A row
 // whose scaled scores are all -inf (or that sees no key) gives zeros and -inf, as
 // _safe_softmax; a NaN score makes the row NaN.
+// Four passes over the row: the max (of the raw scores: x -> x * scale is monotonic for a
+// positive scale, rounding included, so the max of the scaled scores is the scaled max), the
+// shifted scores, exp, the sum, then one pass that normalizes (by the sum's reciprocal) and
+// rounds.
 float softmax_row(float* x, int64_t lim, int64_t n, float scale, bool round) {
-  for (int64_t j = 0; j < lim; ++j) x[j] *= scale;
-  const float mx = row_max(x, lim);
+  float mx;
+  if (scale > 0.0f) {
+    mx = row_max(x, lim) * scale;
+  } else {
+    for (int64_t j = 0; j < lim; ++j) x[j] *= scale;
+    mx = row_max(x, lim);
+    scale = 1.0f;
+  }
   std::fill(x + lim, x + n, 0.0f);
   if (mx == kNegInf) {
     std::fill(x, x + lim, 0.0f);
     return kNegInf;
   }
-  for (int64_t j = 0; j < lim; ++j) x[j] -= mx;
+  for (int64_t j = 0; j < lim; ++j) x[j] = x[j] * scale - mx;
   vec::exp_f32(x, x, lim);
-  const float sum = row_sum(x, lim);
-  for (int64_t j = 0; j < lim; ++j) x[j] /= sum;
-  if (round) round_row(x, lim);
+  const float sum = row_sum(x, lim), inv = 1.0f / sum;
+  if (round)
+    for (int64_t j = 0; j < lim; ++j) x[j] = round_bf16(x[j] * inv);
+  else
+    for (int64_t j = 0; j < lim; ++j) x[j] *= inv;
   return mx + std::log(sum);
 }
 
@@ -188,8 +200,7 @@ void sdpa_backward(const SdpaDims& d, const float* q, const float* k, const floa
         // dV[:sa] += P^T dO (P as the forward's product read it)
         const float* pv = p;
         if (d.round_bf16) {
-          std::memcpy(dp, p, sizeof(float) * m * sa);
-          round_row(dp, m * sa);
+          for (int64_t j = 0; j < m * sa; ++j) dp[j] = round_bf16(p[j]);
           pv = dp;
         }
         product(sa, d.Ev, m, true, false, pv, dO, dV, true, {0, to.ld(), tv.ld()});
