@@ -101,21 +101,9 @@ void read_strided_views_in_place(Program& p, const std::vector<at::Tensor>& inpu
     if ((in.kind != Program::In::Input && in.kind != Program::In::Const) || in.meta.contiguous() ||
         in.meta.numel() == 0)
       continue;
-    // Whole rows of the view's largest stride, so the derived view needs no padding.
-    int64_t s0 = 0;
-    for (size_t d = 0; d < in.meta.sizes.size(); ++d)
-      if (in.meta.sizes[d] > 1) s0 = std::max(s0, in.meta.strides[d]);
-    if (s0 <= 0) continue;
-    auto [lo, hi] = span(in.meta);
-    int64_t begin = lo - lo % s0, end = (hi / s0 + 1) * s0;
     const c10::Storage& st = in.kind == Program::In::Input ? inputs[in.storage].storage() : in.constant.storage();
-    int64_t esize = static_cast<int64_t>(ir::dtype_size(in.meta.dtype));
-    if (end * esize > static_cast<int64_t>(st.nbytes())) continue;
-    flat[k] = Meta{{end - begin}, {1}, begin, in.meta.dtype};
-    ir::Graph trial;
-    ir::Value v = derive(trial, trial.param(in.meta.dtype, flat[k].sizes), flat[k], in.meta);
-    const ir::Node& pn = nodes[params[k]];
-    change[k] = v.valid() && trial.shape(v) == pn.shape && trial.dtype(v) == pn.dtype;
+    const int64_t elems = static_cast<int64_t>(st.nbytes() / ir::dtype_size(in.meta.dtype));
+    change[k] = flat_run(in.meta, elems, FlatRun::kWholeRows, &flat[k]) && ir::Shape(in.meta.sizes.begin(), in.meta.sizes.end()) == nodes[params[k]].shape;
     any |= change[k] != 0;
   }
   // Writes into a permuted dense view (attention's output in the query's dim order): the

@@ -130,4 +130,49 @@ ir::Value derive(ir::Graph& g, ir::Value tv, const Meta& tm, const Meta& m) {
   return g.broadcast(v, m.sizes, dims);
 }
 
+bool flat_run(const Meta& m, int64_t storage_elems, FlatRun kind, Meta* flat) {
+  if (m.contiguous() || m.numel() == 0) return false;
+  int64_t s0 = 0, read = 1;  // the largest stride; the elements the view reads
+  for (size_t d = 0; d < m.sizes.size(); ++d)
+    if (m.sizes[d] > 1 && m.strides[d] != 0) {
+      s0 = std::max(s0, m.strides[d]);
+      read *= m.sizes[d];
+    }
+  if (s0 <= 0) return false;
+  auto [lo, hi] = span(m);
+  int64_t begin = lo, end = hi + 1;
+  if (kind == FlatRun::kDense) {
+    if (end - begin != read) return false;  // gaps between the elements read
+  } else {
+    begin = lo - lo % s0;
+    end = (hi / s0 + 1) * s0;
+  }
+  if (end > storage_elems) return false;
+  // derive's conditions, checked without building a graph (this runs in the fast path's
+  // signature): strides that nest, and the view inside the mixed-radix box from its offset.
+  struct D {
+    int64_t stride, size;
+  };
+  D ds[16];
+  int n = 0;
+  for (size_t i = 0; i < m.sizes.size(); ++i) {
+    if (m.sizes[i] == 1 || m.strides[i] == 0) continue;
+    if (m.strides[i] < 0 || n == 16) return false;
+    ds[n++] = {m.strides[i], m.sizes[i]};
+  }
+  std::sort(ds, ds + n, [](const D& a, const D& b) { return a.stride > b.stride; });
+  for (int j = 0; j + 1 < n; ++j)
+    if (ds[j].stride % ds[j + 1].stride || ds[j].stride / ds[j + 1].stride < ds[j + 1].size) return false;
+  const int64_t total = end - begin;
+  int64_t r = m.offset - begin;
+  for (int j = 0; j < n; ++j) {
+    const int64_t extent = j == 0 ? total / ds[0].stride : ds[j - 1].stride / ds[j].stride;
+    const int64_t start = r / ds[j].stride;
+    r %= ds[j].stride;
+    if (start + ds[j].size > extent) return false;
+  }
+  *flat = Meta{{total}, {1}, begin, m.dtype};
+  return true;
+}
+
 }  // namespace torch_tpu::exec

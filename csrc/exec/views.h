@@ -37,6 +37,19 @@ at::Tensor make_view(const c10::Storage& st, at::ScalarType dt, const Meta& m);
 // an invalid Value otherwise.
 ir::Value storage_order(ir::Graph& g, ir::Value tv, const Meta& tm);
 
+// A strided view read as the flat run of storage it spans, the view derived in the graph (a
+// transposed weight: the transpose folds into its dot; q / k / v views of one projection:
+// fused loops read them in place), instead of a dense copy gathered before each run. False
+// for contiguous or empty views, and where derive cannot express the view.
+// - dense (eager ops, Lower::in): only views without gaps apart from broadcast dims (a
+//   permutation of dense memory, an expand): the run is exactly the elements read, so the
+//   graph depends on sizes and strides only, never on the offset or the storage's size.
+// - whole rows (a compiled graph's inputs, capture.cpp): any view whose strides nest; the run
+//   covers whole rows of its largest stride (so derive needs no padding), from the row
+//   holding its first element, when the storage (`storage_elems` elements) holds them.
+enum class FlatRun { kDense, kWholeRows };
+bool flat_run(const Meta& m, int64_t storage_elems, FlatRun kind, Meta* flat);
+
 // The strided view `m` of the flat contiguous value `v` (whose own view is `vm`) as IR ops
 // in `g`, when the view's strides nest (each divides the next larger one, dims don't
 // overlap) and every element it reads lies inside `vm`; an invalid Value otherwise.

@@ -10,6 +10,7 @@
 #include "exec/stream.h"
 #include "exec/window.h"
 #include "exec/launch.h"
+#include "exec/views.h"
 
 namespace torch_tpu::lowering::fast {
 namespace {
@@ -28,7 +29,8 @@ void add_tpu_tensor(const at::Tensor& t, std::vector<int64_t>& s) {
   s.push_back(t.dim() * 2 + (contiguous ? 1 : 0));
   for (int64_t d : t.sizes()) s.push_back(d);
   // A non-contiguous input's strides too: results take PyTorch's layout for them
-  // (Entry::Out::strides), as a pointwise op's result follows a permuted input's.
+  // (Entry::Out::strides), as a pointwise op's result follows a permuted input's. (Lower::in's
+  // flat binding of a view without gaps depends on nothing else.)
   if (!contiguous)
     for (int64_t d : t.strides()) s.push_back(d);
 }
@@ -258,6 +260,18 @@ const at::Tensor& bound_tensor(const Entry::Src& s, Args args) {
   return s.elem < 0 ? args[s.arg].toTensor() : args[s.arg].toListRef()[s.elem].toTensor();
 }
 
+// What param s reads: the argument's view, or (flat) the storage run it spans; the
+// signature matched, so the run exists and has the recorded length.
+at::Tensor bound_view(const Entry::Src& s, Args args) {
+  const at::Tensor& t = bound_tensor(s, args);
+  if (!s.flat) return t;
+  exec::Meta flat;
+  const bool ok = exec::flat_run(exec::meta_of(t, s.dtype), static_cast<int64_t>(t.storage().nbytes() / ir::dtype_size(s.dtype)),
+                                 exec::FlatRun::kDense, &flat);
+  TORCH_INTERNAL_ASSERT(ok, "[fast path] a flat binding's storage run vanished");
+  return exec::make_view(t.storage(), t.scalar_type(), flat);
+}
+
 }  // namespace
 
 std::vector<at::Tensor> replay(const Entry& e, Args args, const char* name) {
@@ -305,14 +319,14 @@ std::vector<at::Tensor> replay(const Entry& e, Args args, const char* name) {
     exec::OpRecord r{name, e.graph.get(), {}, std::move(owned), flags, e.checks};
     r.binds.reserve(e.srcs.size());
     for (const Entry::Src& s : e.srcs)
-      r.binds.push_back({s.arg >= 0 ? bound_tensor(s, args) : at::Tensor(), bits_at_replay(s, args), s.dtype});
+      r.binds.push_back({s.arg >= 0 ? bound_view(s, args) : at::Tensor(), bits_at_replay(s, args), s.dtype});
     exec::defer(dev, r);
     return results;
   }
   if (exec::has_pending(dev)) exec::flush(dev);
   exec::Launch l(name, exec::compiled(e.key, *e.graph, name));
   for (const Entry::Src& s : e.srcs) {
-    if (s.arg >= 0) l.read(bound_tensor(s, args), s.dtype);
+    if (s.arg >= 0) l.read(s.flat ? bound_view(s, args) : bound_tensor(s, args), s.dtype);
     else l.scalar(bits_at_replay(s, args), s.dtype);
   }
   for (size_t k = 0; k < dsts.size(); ++k) l.write(*dsts[k], e.graph->dtype(e.graph->outputs()[k]));

@@ -28,6 +28,7 @@ struct Entry {
     DType dtype;
     int value = -1;      // >= 0: a scalar_arg operand: the value of that argument, not `bits`
     int elem = -1;       // >= 0: `arg` is a list (cat's tensors, index's indices): its element
+    bool flat = false;   // bound as the flat storage run its view spans (exec::flat_run)
   };
   std::vector<Src> srcs;
   std::vector<int> written;                                         // dst argument indices

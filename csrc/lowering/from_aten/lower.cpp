@@ -21,6 +21,7 @@
 #include "exec/stream.h"
 #include "exec/window.h"
 #include "exec/launch.h"
+#include "exec/views.h"
 
 namespace torch_tpu::lowering {
 
@@ -122,7 +123,21 @@ Value Lower::in(const at::Tensor& t) {
   TORCH_CHECK(t.device().index() == device_, "[", op_,
               "] expected all tensors on one device; got tpu:", int(t.device().index()), " and tpu:",
               device_);
-  Value v = g.param(to_ir(t.scalar_type(), op_), shape_of(t));
+  const DType dt = to_ir(t.scalar_type(), op_);
+  // A strided view without gaps (a transposed weight, an expand): the flat run of storage it
+  // spans, the view derived in the graph (exec::flat_run), not a copy gathered per run.
+  exec::Meta flat;
+  const bool is_flat =
+      !t.is_contiguous() && !t.is_complex() &&
+      exec::flat_run(exec::meta_of(t, dt), static_cast<int64_t>(t.storage().nbytes() / ir::dtype_size(dt)),
+                     exec::FlatRun::kDense, &flat);
+  Value v;
+  if (is_flat) {
+    v = exec::derive(g, g.param(dt, flat.sizes), flat, exec::meta_of(t, dt));
+    TORCH_INTERNAL_ASSERT(v.valid(), "[", op_, "] a strided view's storage run did not derive it");
+  } else {
+    v = g.param(dt, shape_of(t));
+  }
   int src = -1, elem = -1;
   if (args_) {
     const c10::TensorImpl* ti = t.unsafeGetTensorImpl();
@@ -138,15 +153,16 @@ Value Lower::in(const at::Tensor& t) {
     }
   }
   if (src < 0) cacheable_ = false;  // a tensor the lowering made itself
-  binds_.push_back({t, 0, to_ir(t.scalar_type(), op_), src});
+  binds_.push_back({is_flat ? exec::make_view(t.storage(), t.scalar_type(), flat) : t, 0, dt, src});
   binds_.back().elem = elem;
+  binds_.back().flat = is_flat;
   return v;
 }
 
 std::vector<Lower::BindInfo> Lower::bind_info() const {
   std::vector<BindInfo> r;
   r.reserve(binds_.size());
-  for (const Binding& b : binds_) r.push_back({b.src, b.bits, b.dtype, b.value_arg, b.elem});
+  for (const Binding& b : binds_) r.push_back({b.src, b.bits, b.dtype, b.value_arg, b.elem, b.flat});
   return r;
 }
 
@@ -447,7 +463,7 @@ struct BoxedLowering final : c10::OperatorKernel {
     e->graph = std::move(g);
     std::vector<int> bound;
     for (const auto& b : L.bind_info()) {
-      e->srcs.push_back({b.arg, b.bits, b.dtype, b.value_arg, b.elem});
+      e->srcs.push_back({b.arg, b.bits, b.dtype, b.value_arg, b.elem, b.flat});
       if (b.value_arg >= 0) bound.push_back(b.value_arg);
     }
     e->written = written;

@@ -92,6 +92,7 @@ class Lower {
     DType dtype;
     int value_arg;  // >= 0: a scalar_arg operand, its value read from that argument
     int elem;       // >= 0: the tensor is element `elem` of the list argument `arg`
+    bool flat;      // the param is the flat storage run the tensor's view spans (exec::flat_run)
   };
   std::vector<BindInfo> bind_info() const;
 
@@ -105,6 +106,7 @@ class Lower {
     std::optional<at::Generator> gen;
     int value_arg = -1;  // argument index of a scalar_arg operand
     int elem = -1;       // >= 0: src is a list argument and the tensor its element `elem`
+    bool flat = false;   // `tensor` is the flat run of the argument's storage (see BindInfo)
   };
   // `flags` (0-d bool outputs among dsts) and `messages`: range checks run after the graph.
   void launch(const std::vector<at::Tensor>& dsts, std::vector<at::Tensor> flags = {},
