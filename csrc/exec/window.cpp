@@ -245,6 +245,12 @@ void flush_for_wait(int dev) { flush_one(dev, true); }
 // under the lock as without it.
 bool has_pending(int dev) { return window(dev).ops.load(std::memory_order_acquire) > 0; }
 
+bool capturing(int dev) {
+  Window& w = window(dev);
+  std::lock_guard<std::mutex> lk(w.mu);
+  return w.capturing;
+}
+
 bool window_uses(int dev, const at::Tensor& t) {
   Window& w = window(dev);
   std::lock_guard<std::mutex> lk(w.mu);

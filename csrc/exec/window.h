@@ -46,6 +46,8 @@ void flush(int dev);
 // runtime an idle stream runs it on the calling thread instead of waking the worker.
 void flush_for_wait(int dev);
 bool has_pending(int dev);
+// Whether device `dev`'s window is capturing a torch.compile graph (capture.cpp).
+bool capturing(int dev);
 // True when device `dev`'s pending window reads or writes t's storage, or is a capture: work
 // queued on the stream now would run before the window, out of recording order.
 bool window_uses(int dev, const at::Tensor& t);

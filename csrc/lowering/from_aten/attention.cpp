@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "exec/window.h"
 #include "ir/custom_call.h"
 #include "lowering/from_aten/common.h"
 
@@ -90,7 +91,7 @@ Sdpa sdpa_of(const at::Tensor& q, bool causal, const std::optional<double>& scal
 // transpose back to that layout cancels the view's own, so q sliced from a projection is read
 // where it lies and its rounding can join the projection's loop).
 Value operand(Lower& L, const Sdpa& p, const at::Tensor& t) {
-  Value x = L.in(t, DType::F32);
+  Value x = L.g.convert(L.in_rows(t), DType::F32);
   if (p.heads) x = L.g.transpose(x, {0, 2, 1, 3});
   return p.round_inputs ? L.g.convert(L.g.convert(x, DType::BF16), DType::F32) : x;
 }
@@ -124,14 +125,18 @@ void sdpa_forward(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::S
   const Sdpa p = sdpa_of(q, args[5].toBool(), args[7].toOptional<double>());
   Lower L(kOp);
   std::vector<Value> ops{operand(L, p, q), operand(L, p, k), operand(L, p, v)};
-  Value o = result(L, p, call(L, ir::CustomCallTarget::SdpaFwd, 0, ops, p));
+  Value o = call(L, ir::CustomCallTarget::SdpaFwd, 0, ops, p);
   Value lse = call(L, ir::CustomCallTarget::SdpaFwd, 1, ops, p);
   at::Tensor out = empty_matching(q, {q.size(0), q.size(1), q.size(2), v.size(3)}, q.scalar_type());
+  // With heads inner, `out` is [B, L, H, E] in memory, as the call writes it: written through
+  // that contiguous view, no transpose in the graph and no strided copy after it.
+  at::Tensor out_raw = p.heads && out.transpose(1, 2).is_contiguous() ? out.transpose(1, 2) : at::Tensor();
+  if (!out_raw.defined()) o = result(L, p, o);
   at::Tensor lse_t = at::empty({q.size(0), q.size(1), q.size(2)}, q.options().dtype(at::kFloat));
   // The meta kernel's philox seed and offset (no dropout here): 0-d zeros, computed by the
   // graph so a captured graph owns them.
   at::Tensor seed = at::empty({}, q.options().dtype(at::kLong)), offset = at::empty({}, q.options().dtype(at::kLong));
-  L.run_into({o, lse, L.cst(0, DType::I64), L.cst(0, DType::I64)}, {out, lse_t, seed, offset});
+  L.run_into({o, lse, L.cst(0, DType::I64), L.cst(0, DType::I64)}, {out_raw.defined() ? out_raw : out, lse_t, seed, offset});
   const int64_t max_q = q.size(2), max_k = k.size(2);
   torch::jit::drop(*stack, 8);
   torch::jit::push(*stack, out, lse_t, at::Tensor(), at::Tensor(), c10::SymInt(max_q), c10::SymInt(max_k), seed, offset,
@@ -148,10 +153,26 @@ void sdpa_backward(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::
   Lower L(kOp);
   std::vector<Value> ops{operand(L, p, q), operand(L, p, k), operand(L, p, v), operand(L, p, dout),
                          L.in(lse, DType::F32)};  // dout in q's layout too (its strides do not matter)
+  // Gradients as empty_like makes them (the meta kernel's strides, which a compiled graph
+  // assumes); eagerly, with heads inner, in the call's own layout instead ([B, L, H, E] in
+  // memory, written through that contiguous view: no transpose and copy per gradient).
+  const bool raw = p.heads && !exec::capturing(q.device().index());
   std::vector<Value> grads;
-  for (int i = 0; i < 3; ++i) grads.push_back(result(L, p, call(L, ir::CustomCallTarget::SdpaBwd, i, ops, p)));
-  std::vector<at::Tensor> dsts{at::empty_like(q), at::empty_like(k), at::empty_like(v)};
-  L.run_into(grads, dsts);
+  std::vector<at::Tensor> dsts, writes;
+  for (int i = 0; i < 3; ++i) {
+    const at::Tensor& like = i == 0 ? q : i == 1 ? k : v;
+    Value gi = call(L, ir::CustomCallTarget::SdpaBwd, i, ops, p);
+    if (raw) {
+      dsts.push_back(empty_matching(q, like.sizes(), like.scalar_type()));
+      writes.push_back(dsts.back().transpose(1, 2));
+      grads.push_back(gi);
+    } else {
+      dsts.push_back(at::empty_like(like));
+      writes.push_back(dsts.back());
+      grads.push_back(result(L, p, gi));
+    }
+  }
+  L.run_into(grads, writes);
   torch::jit::drop(*stack, 17);
   torch::jit::push(*stack, dsts[0], dsts[1], dsts[2], at::Tensor());
 }

@@ -159,6 +159,26 @@ Value Lower::in(const at::Tensor& t) {
   return v;
 }
 
+Value Lower::in_rows(const at::Tensor& t) {
+  if (!t.is_privateuseone() || t.is_contiguous() || t.is_complex() || t.numel() == 0) return in(t);
+  const int dev = t.device().index();
+  if (exec::capturing(dev)) return in(t);
+  const DType dt = to_ir(t.scalar_type(), op_);
+  exec::Meta flat;
+  const exec::Meta m = exec::meta_of(t, dt);
+  const int64_t elems = static_cast<int64_t>(t.storage().nbytes() / ir::dtype_size(dt));
+  if (exec::flat_run(m, elems, exec::FlatRun::kDense, &flat) || !exec::flat_run(m, elems, exec::FlatRun::kWholeRows, &flat))
+    return in(t);  // in() binds views without gaps flat already
+  if (device_ < 0) device_ = dev;
+  TORCH_CHECK(dev == device_, "[", op_, "] expected all tensors on one device; got tpu:", dev, " and tpu:", device_);
+  Value v = exec::derive(g, g.param(dt, flat.sizes), flat, m);
+  TORCH_INTERNAL_ASSERT(v.valid(), "[", op_, "] a strided view's storage run did not derive it");
+  cacheable_ = false;
+  binds_.push_back({exec::make_view(t.storage(), t.scalar_type(), flat), 0, dt, -1});
+  binds_.back().flat = true;
+  return v;
+}
+
 std::vector<Lower::BindInfo> Lower::bind_info() const {
   std::vector<BindInfo> r;
   r.reserve(binds_.size());
