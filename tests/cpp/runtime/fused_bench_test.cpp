@@ -190,24 +190,7 @@ namespace {
 // in one process, interleaved. Their difference is what running the loop right after each
 // GEMM part (an epilogue) could save at most.
 TEST(FusedBench, DISABLED_DotThenLoop) {
-  auto time_ms = [](const Graph& g, int reps) {
-    std::vector<Tensor> in, out;
-    for (const ir::Node& n : g.nodes())
-      if (n.is_param) in.push_back(make(n.dtype, n.shape, [](int64_t i) { return ((i * 7919) % 1000) / 2500.0 - 0.2; }));
-    for (Value v : g.outputs()) out.emplace_back(g.dtype(v), g.shape(v));
-    auto exe = compile_host(g, {true});
-    std::vector<View> iv, ov;
-    for (Tensor& t : in) iv.push_back(t.view());
-    for (Tensor& t : out) ov.push_back(t.view());
-    exe->run(iv, ov);
-    double best = 1e30;
-    for (int i = 0; i < reps; ++i) {
-      auto t0 = std::chrono::steady_clock::now();
-      exe->run(iv, ov);
-      best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-    }
-    return best;
-  };
+  auto time_ms = [](const Graph& g, int reps) { return min_run_ms(g, {true}, reps); };
   auto epilogue = [](Graph& g, Value h, Value b) {
     Shape s = g.shape(h);
     Value y = g.binary(OpCode::Add, h, g.broadcast(b, s, {1}));

@@ -16,24 +16,7 @@ namespace {
 using runtime::View;
 
 // Minimum wall time (ms) of `reps` runs of `g` (unfused: one kernel per node).
-double min_ms(const Graph& g, int reps) {
-  std::vector<Tensor> in, out;
-  for (const ir::Node& n : g.nodes())
-    if (n.is_param) in.push_back(make(n.dtype, n.shape, [](int64_t i) { return ((i * 7919) % 1000) / 250.0 - 2; }));
-  for (Value v : g.outputs()) out.emplace_back(g.dtype(v), g.shape(v));
-  auto exe = compile_host(g, {false});
-  std::vector<View> iv, ov;
-  for (Tensor& t : in) iv.push_back(t.view());
-  for (Tensor& t : out) ov.push_back(t.view());
-  exe->run(iv, ov);
-  double best = 1e30;
-  for (int i = 0; i < reps; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    exe->run(iv, ov);
-    best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return best;
-}
+double min_ms(const Graph& g, int reps) { return min_run_ms(g, {false}, reps); }
 
 void report(const std::string& name, const Graph& g, int64_t elems, int reps = 15) {
   double ms = min_ms(g, reps);

@@ -3,6 +3,8 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -128,6 +130,27 @@ inline bool close(double got, double want, double rel, double abs_tol = 0) {
   if (std::isnan(want)) return std::isnan(got);
   if (std::isinf(want)) return got == want;
   return std::fabs(got - want) <= rel * std::fabs(want) + abs_tol;
+}
+
+// Minimum wall time (ms) of `reps` runs of `g` planned with `opt`, after one warm-up run; the
+// parameters hold a fixed pattern in [-2, 2) (benchmarks).
+inline double min_run_ms(const Graph& g, PlanOptions opt, int reps) {
+  std::vector<Tensor> in, out;
+  for (const ir::Node& n : g.nodes())
+    if (n.is_param) in.push_back(make(n.dtype, n.shape, [](int64_t i) { return ((i * 7919) % 1000) / 250.0 - 2; }));
+  for (Value v : g.outputs()) out.emplace_back(g.dtype(v), g.shape(v));
+  auto exe = compile_host(g, opt);
+  std::vector<runtime::View> iv, ov;
+  for (Tensor& t : in) iv.push_back(t.view());
+  for (Tensor& t : out) ov.push_back(t.view());
+  exe->run(iv, ov);
+  double best = 1e30;
+  for (int i = 0; i < reps; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    exe->run(iv, ov);
+    best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
 }
 
 }  // namespace torch_tpu::host::testing
