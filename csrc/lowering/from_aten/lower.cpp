@@ -22,6 +22,7 @@
 #include "exec/window.h"
 #include "exec/launch.h"
 #include "exec/views.h"
+#include "runtime/runtime.h"
 
 namespace torch_tpu::lowering {
 
@@ -162,7 +163,9 @@ Value Lower::in(const at::Tensor& t) {
 Value Lower::in_rows(const at::Tensor& t) {
   if (!t.is_privateuseone() || t.is_contiguous() || t.is_complex() || t.numel() == 0) return in(t);
   const int dev = t.device().index();
-  if (exec::capturing(dev)) return in(t);
+  // The pjrt runtime reads views out of whole storages inside its program already (legalize),
+  // and a graph per offset would be a compile per offset there.
+  if (exec::capturing(dev) || std::string(runtime::current().name()) != "host") return in(t);
   const DType dt = to_ir(t.scalar_type(), op_);
   exec::Meta flat;
   const exec::Meta m = exec::meta_of(t, dt);

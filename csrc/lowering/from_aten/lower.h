@@ -41,7 +41,8 @@ class Lower {
   // As in(t), but a view with gaps (q / k / v sliced from one projection) is bound as whole
   // rows of its storage and derived in the graph too (exec::FlatRun::kWholeRows), where a fused
   // loop reads it in place: the graph then depends on the view's offset, so the op is not
-  // replayed by the fast path. A torch.compile capture binds views itself (capture.cpp).
+  // replayed by the fast path. Host runtime only (pjrt reads views out of whole storages in
+  // its program); a torch.compile capture binds views itself (capture.cpp).
   Value in_rows(const at::Tensor& t);
   // A CPU tensor read by the command as it runs (transfers only; the caller keeps it
   // unchanged until then — pass a private copy).
