@@ -111,7 +111,17 @@ uint64_t scalar_bits(const at::Scalar& s, DType dt) {
   return bits;
 }
 
-Value Lower::in(const at::Tensor& t) {
+Value Lower::in(const at::Tensor& t) { return bind(t, false); }
+
+Value Lower::in_rows(const at::Tensor& t) {
+  // The pjrt runtime reads views out of whole storages inside its program already (legalize),
+  // and a graph per offset would be a compile per offset there.
+  const bool rows = t.is_privateuseone() && !exec::capturing(t.device().index()) &&
+                    std::string(runtime::current().name()) == "host";
+  return bind(t, rows);
+}
+
+Value Lower::bind(const at::Tensor& t, bool rows) {
   TORCH_CHECK(t.defined(), "[", op_, "] got an undefined tensor");
   if (!t.is_privateuseone()) {
     TORCH_CHECK(t.is_cpu() && t.dim() == 0, "[", op_,
@@ -126,12 +136,17 @@ Value Lower::in(const at::Tensor& t) {
               device_);
   const DType dt = to_ir(t.scalar_type(), op_);
   // A strided view without gaps (a transposed weight, an expand): the flat run of storage it
-  // spans, the view derived in the graph (exec::flat_run), not a copy gathered per run.
+  // spans, the view derived in the graph (exec::flat_run), not a copy gathered per run. With
+  // `rows`, a view with gaps too: the whole rows of storage it spans (kWholeRows); the graph
+  // then depends on the view's offset, so the binding has no source argument (not replayed).
   exec::Meta flat;
-  const bool is_flat =
-      !t.is_contiguous() && !t.is_complex() &&
-      exec::flat_run(exec::meta_of(t, dt), static_cast<int64_t>(t.storage().nbytes() / ir::dtype_size(dt)),
-                     exec::FlatRun::kDense, &flat);
+  bool is_flat = false, gapped = false;
+  if (!t.is_contiguous() && !t.is_complex() && t.numel() > 0) {
+    const exec::Meta m = exec::meta_of(t, dt);
+    const auto elems = static_cast<int64_t>(t.storage().nbytes() / ir::dtype_size(dt));
+    is_flat = exec::flat_run(m, elems, exec::FlatRun::kDense, &flat);
+    if (!is_flat && rows) is_flat = gapped = exec::flat_run(m, elems, exec::FlatRun::kWholeRows, &flat);
+  }
   Value v;
   if (is_flat) {
     v = exec::derive(g, g.param(dt, flat.sizes), flat, exec::meta_of(t, dt));
@@ -140,7 +155,7 @@ Value Lower::in(const at::Tensor& t) {
     v = g.param(dt, shape_of(t));
   }
   int src = -1, elem = -1;
-  if (args_) {
+  if (args_ && !gapped) {
     const c10::TensorImpl* ti = t.unsafeGetTensorImpl();
     for (size_t j = 0; j < args_->size() && src < 0; ++j) {
       const c10::IValue& a = (*args_)[j];
@@ -153,32 +168,10 @@ Value Lower::in(const at::Tensor& t) {
       }
     }
   }
-  if (src < 0) cacheable_ = false;  // a tensor the lowering made itself
+  if (src < 0) cacheable_ = false;  // a tensor the lowering made itself, or a gapped view
   binds_.push_back({is_flat ? exec::make_view(t.storage(), t.scalar_type(), flat) : t, 0, dt, src});
   binds_.back().elem = elem;
   binds_.back().flat = is_flat;
-  return v;
-}
-
-Value Lower::in_rows(const at::Tensor& t) {
-  if (!t.is_privateuseone() || t.is_contiguous() || t.is_complex() || t.numel() == 0) return in(t);
-  const int dev = t.device().index();
-  // The pjrt runtime reads views out of whole storages inside its program already (legalize),
-  // and a graph per offset would be a compile per offset there.
-  if (exec::capturing(dev) || std::string(runtime::current().name()) != "host") return in(t);
-  const DType dt = to_ir(t.scalar_type(), op_);
-  exec::Meta flat;
-  const exec::Meta m = exec::meta_of(t, dt);
-  const int64_t elems = static_cast<int64_t>(t.storage().nbytes() / ir::dtype_size(dt));
-  if (exec::flat_run(m, elems, exec::FlatRun::kDense, &flat) || !exec::flat_run(m, elems, exec::FlatRun::kWholeRows, &flat))
-    return in(t);  // in() binds views without gaps flat already
-  if (device_ < 0) device_ = dev;
-  TORCH_CHECK(dev == device_, "[", op_, "] expected all tensors on one device; got tpu:", dev, " and tpu:", device_);
-  Value v = exec::derive(g, g.param(dt, flat.sizes), flat, m);
-  TORCH_INTERNAL_ASSERT(v.valid(), "[", op_, "] a strided view's storage run did not derive it");
-  cacheable_ = false;
-  binds_.push_back({exec::make_view(t.storage(), t.scalar_type(), flat), 0, dt, -1});
-  binds_.back().flat = true;
   return v;
 }
 

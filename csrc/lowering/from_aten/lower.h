@@ -103,6 +103,7 @@ class Lower {
   std::vector<BindInfo> bind_info() const;
 
  private:
+  Value bind(const at::Tensor& t, bool rows);  // in() / in_rows()
   struct Binding {
     at::Tensor tensor;   // defined for tensor params
     uint64_t bits = 0;   // scalar value, stored in the param's dtype
