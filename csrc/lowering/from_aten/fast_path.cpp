@@ -6,6 +6,8 @@
 #include <cstring>
 #include <functional>
 
+#include <ATen/native/Resize.h>
+
 #include "device/device.h"
 #include "exec/stream.h"
 #include "exec/window.h"
@@ -286,7 +288,11 @@ std::vector<at::Tensor> replay(const Entry& e, Args args, const char* name) {
   std::vector<at::Tensor> results;
   c10::SmallVector<const at::Tensor*, 4> dsts;
   if (!e.written.empty()) {
-    for (int w : e.written) dsts.push_back(&args[w].toTensor());
+    for (size_t k = 0; k < e.written.size(); ++k) {
+      const at::Tensor& d = args[e.written[k]].toTensor();
+      if (k < e.resized.size() && e.resized[k]) at::native::resize_output(d, *e.resized[k]);
+      dsts.push_back(&d);
+    }
     if (dev < 0) dev = dsts[0]->device().index();
   } else {
     if (dev < 0) dev = device::current_device();

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -32,6 +33,9 @@ struct Entry {
   };
   std::vector<Src> srcs;
   std::vector<int> written;                                         // dst argument indices
+  // Per written argument, the sizes the lowering resized it to (at::native::resize_output, an
+  // out= tensor given empty: arange's); empty when it kept its shape. Replay resizes alike.
+  std::vector<std::optional<std::vector<int64_t>>> resized;
   std::vector<int> also;  // arguments written after the results (Lower::also_write), not returned
   struct Out {
     at::ScalarType dtype;

@@ -343,7 +343,7 @@ struct BoxedLowering final : c10::OperatorKernel {
     const std::vector<int>& written = written_;
     Lower L(name_.c_str());
     L.set_args(&args);
-    bool resized = false;
+    std::vector<std::optional<std::vector<int64_t>>> resized;  // per written argument
     try {
       std::vector<Value> outs = fn_(L, args);
       std::vector<Value> all = outs;  // the results, then the also_write values
@@ -373,7 +373,9 @@ struct BoxedLowering final : c10::OperatorKernel {
           if (!schema.arguments()[written[k]].kwarg_only() && written[k] == 0) {
             // in-place on self: shapes must already agree
           } else {
-            resized |= at::native::resize_output(d, L.g.shape(outs[k]));
+            const bool r = at::native::resize_output(d, L.g.shape(outs[k]));
+            resized.resize(k + 1);
+            if (r) resized[k] = d.sizes().vec();
           }
           results.push_back(d);
         }
@@ -386,7 +388,7 @@ struct BoxedLowering final : c10::OperatorKernel {
     } catch (const torch_tpu::Error& e) {
       TORCH_CHECK(false, "[", name_, "] ", e.what());
     }
-    if (cacheable && !resized && L.cacheable()) remember(args, saved, main, hm, h, L, written, results);
+    if (cacheable && L.cacheable()) remember(args, saved, main, hm, h, L, written, results, std::move(resized));
     return results;
   }
 
@@ -472,7 +474,7 @@ struct BoxedLowering final : c10::OperatorKernel {
   // Records how this call's graph binds its arguments, for fast::replay: for all values of
   // the Scalar arguments when the lowering bound each with scalar_arg, else for these values.
   void remember(Args args, const std::vector<int64_t>& sig, size_t main, uint64_t hm, uint64_t h, const Lower& L, const std::vector<int>& written,
-                const std::vector<at::Tensor>& results) {
+                const std::vector<at::Tensor>& results, std::vector<std::optional<std::vector<int64_t>>> resized) {
     auto e = std::make_shared<fast::Entry>();
     auto g = std::make_shared<ir::Graph>(L.g);
     e->key = g->hash();
@@ -483,6 +485,7 @@ struct BoxedLowering final : c10::OperatorKernel {
       if (b.value_arg >= 0) bound.push_back(b.value_arg);
     }
     e->written = written;
+    e->resized = std::move(resized);
     for (const auto& [i, v] : L.also_writes()) e->also.push_back(i);
     if (written.empty())
       for (const at::Tensor& r : results)
