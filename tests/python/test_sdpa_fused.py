@@ -1,7 +1,8 @@
 """scaled_dot_product_attention's fused tpu op (csrc/lowering/from_aten/attention.cpp; the host
 kernel runtime/host/attention.cpp, on pjrt its StableHLO expansion): forward and backward
-against PyTorch CPU in the strict, fused and debug eager modes and under torch.compile; the problems it does not take (masks, dropout,
-GQA, f64, sdpa_kernel(MATH)) take the math path and stay correct."""
+against PyTorch CPU in the strict, fused and debug eager modes and under torch.compile (GQA too: k and
+v heads expanded in the graph); the problems it does not take (masks, dropout, f64,
+sdpa_kernel(MATH)) take the math path and stay correct."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -97,6 +98,46 @@ def test_eager_modes(mode):
         torch.testing.assert_close(g.cpu(), w, atol=2e-5, rtol=2e-5)
 
 
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "full"])
+@pytest.mark.parametrize("mode", [EagerMode.DEFER_NEVER, EagerMode.DEFER_AND_FUSE], ids=["strict", "fused"])
+@pytest.mark.parametrize("layout", ["heads-inner", "heads-outer"])
+def test_gqa_takes_the_kernel(layout, mode, causal):
+    """enable_gqa with 6 query heads over 2 key/value heads (each serves 3, repeat_interleave's
+    order): the kernel, not the math path; k and v gradients summed over the heads they served."""
+    g = torch.Generator().manual_seed(3)
+    B, L, S, E = 2, 9, 13, 8
+    if layout == "heads-inner":  # as a model's projections split into heads
+        q = torch.randn(B, L, 6, E, generator=g).transpose(1, 2)
+        k, v = (torch.randn(B, S, 2, E, generator=g).transpose(1, 2) for _ in range(2))
+    else:
+        q = torch.randn(B, 6, L, E, generator=g)
+        k, v = (torch.randn(B, 2, S, E, generator=g) for _ in range(2))
+    do = torch.randn(B, 6, L, E, generator=g)
+    want = _run(q, k, v, do, "cpu", is_causal=causal, enable_gqa=True)
+    with torch_tpu.precision("highest"), torch_tpu.eager_mode(mode):
+        names = _ops(lambda: got.extend(_run(q, k, v, do, "tpu", is_causal=causal, enable_gqa=True)))
+    assert FUSED in names and FUSED_BWD in names
+    for a, w in zip(got, want):
+        assert a.shape == w.shape
+        torch.testing.assert_close(a.cpu(), w, atol=2e-5, rtol=2e-5)
+
+
+def test_gqa_compiled():
+    g = torch.Generator().manual_seed(4)
+    q = torch.randn(1, 4, 7, 8, generator=g)
+    k, v = (torch.randn(1, 2, 7, 8, generator=g) for _ in range(2))
+    do = torch.randn(1, 4, 7, 8, generator=g)
+    want = _run(q, k, v, do, "cpu", is_causal=True, enable_gqa=True)
+    f = torch.compile(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=True, enable_gqa=True),
+                      backend="tpu")
+    leaves = [t.to("tpu").requires_grad_() for t in (q, k, v)]
+    with torch_tpu.precision("highest"):
+        out = f(*leaves)
+        out.backward(do.to("tpu"))
+    for a, w in zip([out] + [t.grad for t in leaves], want):
+        torch.testing.assert_close(a.cpu(), w, atol=2e-5, rtol=2e-5)
+
+
 def test_compiled_train_step_uses_the_kernel():
     import torch_tpu._internal.compile as tc
 
@@ -161,13 +202,10 @@ def _math_case(name):
         kw["attn_mask"] = torch.randn(12, 10) > 0
     if name == "float-mask":
         kw["attn_mask"] = torch.randn(1, 1, 12, 10)
-    if name == "gqa":
-        k, v = k[:, :2], v[:, :2]
-        kw["enable_gqa"] = True
     return q, k, v, do, kw
 
 
-@pytest.mark.parametrize("name", ["mask", "float-mask", "gqa", "f64", "sdpa_kernel-math"])
+@pytest.mark.parametrize("name", ["mask", "float-mask", "f64", "sdpa_kernel-math"])
 def test_other_problems_take_the_math_path(name):
     q, k, v, do, kw = _math_case(name)
     want = _run(q, k, v, do, "cpu", **kw)

@@ -1,6 +1,6 @@
 // scaled_dot_product_attention's fused path on tpu (docs/decisions/sdpa-math-path.md):
 // `_fused_sdp_choice_stub` for PrivateUse1 picks SDPBackend::overrideable for the problems the
-// kernel takes (4-D f32/bf16 q, k, v with equal heads, no attn_mask, no dropout, static
+// kernel takes (4-D f32/bf16 q, k, v with equal heads or GQA, no attn_mask, no dropout, static
 // sizes), else the math path as before. `_scaled_dot_product_fused_attention_overrideable`
 // (+ `_backward`, autograd's formula for it) lower to the sdpa_fwd / sdpa_bwd custom calls
 // (ir/custom_calls.def): on the host runtime runtime/host/attention.cpp (a causal problem skips
@@ -27,7 +27,7 @@ bool kernel_takes(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
     return t.scalar_type() == q.scalar_type() && t.is_privateuseone() && !t.is_nested() && t.dim() == 4;
   };
   if (mask.has_value() && mask->defined()) return false;
-  if (dropout_p != 0.0 || enable_gqa) return false;
+  if (dropout_p != 0.0) return false;
   if (q.scalar_type() != at::kFloat && q.scalar_type() != at::kBFloat16) return false;
   if (!dtype_ok(q) || !dtype_ok(k) || !dtype_ok(v)) return false;
   // Symbolic sizes (torch.compile(dynamic=True)): the math path. The op's max_q / max_k
@@ -36,8 +36,9 @@ bool kernel_takes(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
   for (const at::Tensor* t : {&q, &k, &v})
     for (const c10::SymInt& s : t->sym_sizes())
       if (s.is_symbolic()) return false;
-  for (int d : {0, 1})
-    if (k.sym_size(d) != q.sym_size(d) || v.sym_size(d) != q.sym_size(d)) return false;
+  if (k.sym_size(0) != q.sym_size(0) || v.sym_size(0) != q.sym_size(0) || v.sym_size(1) != k.sym_size(1)) return false;
+  // GQA: each of k's heads serves q.size(1) / k.size(1) query heads (expanded in the graph).
+  if (k.sym_size(1) != q.sym_size(1) && !(enable_gqa && k.size(1) > 0 && q.size(1) % k.size(1) == 0)) return false;
   return k.sym_size(3) == q.sym_size(3) && v.sym_size(2) == k.sym_size(2);
 }
 
@@ -90,11 +91,37 @@ Sdpa sdpa_of(const at::Tensor& q, bool causal, const std::optional<double>& scal
 // inputs, as a dot at DEFAULT reads them), in the call's layout ([B, L, H, E] with heads: the
 // transpose back to that layout cancels the view's own, so q sliced from a projection is read
 // where it lies and its rounding can join the projection's loop).
-Value operand(Lower& L, const Sdpa& p, const at::Tensor& t) {
+// With `groups` > 1 (GQA: k or v with a head per `groups` query heads), each head is repeated
+// for the query heads it serves (head j for query heads j*groups .. j*groups+groups-1, as
+// repeat_interleave does): the call sees equal head counts.
+Value operand(Lower& L, const Sdpa& p, const at::Tensor& t, int64_t groups = 1) {
   Value x = L.g.convert(L.in_rows(t), DType::F32);
   if (p.heads) x = L.g.transpose(x, {0, 2, 1, 3});
+  if (groups > 1) {
+    const int64_t hd = p.heads ? 2 : 1;  // the heads dim in the call's layout
+    const ir::Shape s = L.g.shape(x);
+    ir::Shape wide = s, out = s;
+    wide.insert(wide.begin() + hd + 1, groups);
+    out[hd] *= groups;
+    std::vector<int64_t> dims{0, 1, 2, 3};
+    for (int64_t& d : dims) d += d > hd ? 1 : 0;
+    x = L.g.reshape(L.g.broadcast(x, wide, dims), out);
+  }
   return p.round_inputs ? L.g.convert(L.g.convert(x, DType::BF16), DType::F32) : x;
 }
+
+// The gradient of a GQA operand: the call's gradient summed over the query heads each head served.
+Value sum_groups(Lower& L, const Sdpa& p, Value g, int64_t groups) {
+  if (groups == 1) return g;
+  const int64_t hd = p.heads ? 2 : 1;
+  ir::Shape wide = L.g.shape(g);
+  wide[hd] /= groups;
+  wide.insert(wide.begin() + hd + 1, groups);
+  return L.g.reduce(L.g.reshape(g, wide), ir::Reducer::Sum, {hd + 1});
+}
+
+// Query heads per k / v head (1 unless GQA).
+int64_t groups_of(const at::Tensor& q, const at::Tensor& k) { return k.size(1) > 0 ? q.size(1) / k.size(1) : 1; }
 
 // A [B, H, L, W] result from the call's layout.
 Value result(Lower& L, const Sdpa& p, Value x) { return p.heads ? L.g.transpose(x, {0, 2, 1, 3}) : x; }
@@ -115,6 +142,10 @@ void check_supported(const char* op, const at::Tensor& q, const at::Tensor& k, c
                   (q.scalar_type() == at::kFloat || q.scalar_type() == at::kBFloat16),
               "[", op, "] needs float32 or bfloat16 query, key and value of one dtype; got ", q.scalar_type(), ", ",
               k.scalar_type(), " and ", v.scalar_type());
+  TORCH_CHECK(k.size(0) == q.size(0) && v.size(0) == q.size(0) && v.size(1) == k.size(1) && k.size(1) > 0 &&
+                  q.size(1) % k.size(1) == 0,
+              "[", op, "] needs one batch size, and key and value heads dividing the query heads; got query ", q.sizes(),
+              ", key ", k.sizes(), " and value ", v.sizes());
 }
 
 void sdpa_forward(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::Stack* stack) {
@@ -124,7 +155,8 @@ void sdpa_forward(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::S
   check_supported(kOp, q, k, v, args[3], args[4].toDouble());
   const Sdpa p = sdpa_of(q, args[5].toBool(), args[7].toOptional<double>());
   Lower L(kOp);
-  std::vector<Value> ops{operand(L, p, q), operand(L, p, k), operand(L, p, v)};
+  const int64_t groups = groups_of(q, k);
+  std::vector<Value> ops{operand(L, p, q), operand(L, p, k, groups), operand(L, p, v, groups)};
   Value o = call(L, ir::CustomCallTarget::SdpaFwd, 0, ops, p);
   Value lse = call(L, ir::CustomCallTarget::SdpaFwd, 1, ops, p);
   at::Tensor out = empty_matching(q, {q.size(0), q.size(1), q.size(2), v.size(3)}, q.scalar_type());
@@ -151,7 +183,8 @@ void sdpa_backward(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::
   check_supported(kOp, q, k, v, args[4], args[12].toDouble());
   const Sdpa p = sdpa_of(q, args[13].toBool(), args[16].toOptional<double>());
   Lower L(kOp);
-  std::vector<Value> ops{operand(L, p, q), operand(L, p, k), operand(L, p, v), operand(L, p, dout),
+  const int64_t groups = groups_of(q, k);
+  std::vector<Value> ops{operand(L, p, q), operand(L, p, k, groups), operand(L, p, v, groups), operand(L, p, dout),
                          L.in(lse, DType::F32)};  // dout in q's layout too (its strides do not matter)
   // Gradients as empty_like makes them (the meta kernel's strides, which a compiled graph
   // assumes); eagerly, with heads inner, in the call's own layout instead ([B, L, H, E] in
@@ -161,7 +194,7 @@ void sdpa_backward(const c10::OperatorHandle&, c10::DispatchKeySet, torch::jit::
   std::vector<at::Tensor> dsts, writes;
   for (int i = 0; i < 3; ++i) {
     const at::Tensor& like = i == 0 ? q : i == 1 ? k : v;
-    Value gi = call(L, ir::CustomCallTarget::SdpaBwd, i, ops, p);
+    Value gi = sum_groups(L, p, call(L, ir::CustomCallTarget::SdpaBwd, i, ops, p), i == 0 ? 1 : groups);
     if (raw) {
       dsts.push_back(empty_matching(q, like.sizes(), like.scalar_type()));
       writes.push_back(dsts.back().transpose(1, 2));
