@@ -195,6 +195,7 @@ std::shared_ptr<Program> end_capture(int dev, const std::vector<at::Tensor>& inp
     p->input_shares.push_back(sh.empty() ? static_cast<int>(k) : sh.front());
     sh.push_back(static_cast<int>(k));
   }
+  p->input_min_bytes.assign(inputs.size(), 0);  // raised where inputs are read as storage runs
   // The first input viewing storage `key` whose view contains m (elements of `esize` bytes:
   // only an input of that element size can); -1 if none.
   auto containing = [&](c10::StorageImpl* key, const Meta& m, size_t esize) {
@@ -296,7 +297,6 @@ std::shared_ptr<Program> end_capture(int dev, const std::vector<at::Tensor>& inp
   }
   w.g.set_outputs(outs);
   p->graph = w.g;
-  p->input_min_bytes.assign(inputs.size(), 0);
   read_strided_views_in_place(*p, inputs);
   try {
     p->exe = compiled(p->graph.hash(), p->graph, "torch.compile");
