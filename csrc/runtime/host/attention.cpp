@@ -17,6 +17,12 @@ namespace torch_tpu::host {
 namespace {
 
 constexpr int64_t kBlock = 64;  // query rows per block
+// Multiply-adds a thread's share should hold before a problem is split over threads: a decode
+// step's problems ([1 query] x [S keys] per head) run on the calling thread, no hand-off.
+constexpr int64_t kMinSplitMacs = 32768;
+
+// Tasks per chunk for parallel_for over tasks of `macs` multiply-adds each.
+int64_t grain_of(int64_t macs) { return std::max<int64_t>(1, kMinSplitMacs / std::max<int64_t>(1, macs)); }
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // Per-thread scratch (pool threads keep theirs between calls).
@@ -152,7 +158,7 @@ void sdpa_forward(const SdpaDims& d, const float* q, const float* k, const float
     return;
   }
   const int64_t nq = (d.L + kBlock - 1) / kBlock;
-  parallel_for(d.batch * nq, 1, [&](int64_t b, int64_t e) {
+  parallel_for(d.batch * nq, grain_of(std::min(d.L, kBlock) * d.S * (d.E + d.Ev)), [&](int64_t b, int64_t e) {
     for (int64_t it = b; it < e; ++it) {
       const int64_t bh = it / nq, i0 = (it % nq) * kBlock, i1 = std::min(d.L, i0 + kBlock), m = i1 - i0;
       const int64_t sa = block_keys(d, i1);
@@ -180,7 +186,7 @@ void sdpa_backward(const SdpaDims& d, const float* q, const float* k, const floa
   const Rows tq{d, d.L, d.E}, tk{d, d.S, d.E}, tv{d, d.S, d.Ev}, to{d, d.L, d.Ev};
   const int64_t nq = (d.L + kBlock - 1) / kBlock;
   // One thread per (batch, head): its blocks add into the same dk and dv rows.
-  parallel_for(d.batch, 1, [&](int64_t b, int64_t e) {
+  parallel_for(d.batch, grain_of(d.L * d.S * (2 * d.E + 2 * d.Ev)), [&](int64_t b, int64_t e) {
     for (int64_t bh = b; bh < e; ++bh) {
       const float* K = k + tk.offset(bh, 0);
       const float* V = v + tv.offset(bh, 0);
