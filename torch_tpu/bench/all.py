@@ -25,7 +25,7 @@ from torch_tpu.bench._report import Row, format_table, write
 # name: (full-run arguments, --quick arguments or None to skip it in --quick)
 PLAN = {
     "decomps": ([], ["--batch", "2", "--image", "32"]),
-    "dispatch": ([], ["--iters", "1000"]),
+    "dispatch": ([], ["--iters", "1000", "--rounds", "3"]),
     "matmul": (["--out", ""], ["--quick", "--rounds", "2", "--out", ""]),
     "fused": ([], ["--iters", "3"]),
     "gpt": ([], ["--steps", "2", "--warmup", "1", "--rounds", "2"]),
