@@ -226,3 +226,31 @@ TEST(FusedBench, DISABLED_DotThenLoop) {
 }
 }  // namespace
 }  // namespace torch_tpu::host::testing
+
+namespace torch_tpu::host::testing {
+namespace {
+// The DEFAULT-precision operand rounding loops of a compiled GPT step: convert(convert(x, bf16),
+// f32) over 128K f32 elements, read dense, through a transpose (attention's heads), and through
+// a slice + transpose (q cut from the qkv projection); ns per element.
+TEST(FusedBench, DISABLED_RoundTrip) {
+  auto round = [](Graph& g, Value x) { return g.convert(g.convert(x, DType::BF16), DType::F32); };
+  Graph dense, tr, sl;
+  dense.set_outputs({round(dense, dense.param(DType::F32, {1024, 128}))});
+  tr.set_outputs({round(tr, tr.transpose(tr.param(DType::F32, {8, 4, 128, 32}), {0, 2, 1, 3}))});
+  {
+    Value p = sl.param(DType::F32, {8, 128, 384});
+    Value q = sl.reshape(sl.slice(p, {0, 0, 0}, {8, 128, 128}, {1, 1, 1}), {8, 128, 4, 32});
+    sl.set_outputs({round(sl, sl.transpose(q, {0, 2, 1, 3}))});
+  }
+  double td = 1e30, tt = 1e30, ts = 1e30;
+  for (int r = 0; r < 5; ++r) {
+    td = std::min(td, min_run_ms(dense, {true}, 50));
+    tt = std::min(tt, min_run_ms(tr, {true}, 50));
+    ts = std::min(ts, min_run_ms(sl, {true}, 50));
+  }
+  const double n = 1024.0 * 128;
+  std::printf("[bench] bf16 round trip, %d thr, ns/element: dense %.3f, transposed %.3f, sliced+transposed %.3f\n",
+              omp_get_max_threads(), td * 1e6 / n, tt * 1e6 / n, ts * 1e6 / n);
+}
+}  // namespace
+}  // namespace torch_tpu::host::testing

@@ -171,6 +171,21 @@ TEST(HostFused, TransposesAndSlicesAreReadInPlace) {
   }
 }
 
+TEST(HostFused, GatherMembersAcrossTiles) {
+  // Odd sizes: tiles start and end inside a run and wrap several outer dims at once.
+  Graph g;
+  Value x = g.param(DType::F32, {3, 37, 5, 19});
+  Value p = g.param(DType::F32, {3, 5, 41, 23});
+  Value b = g.param(DType::F32, {5, 1, 19});
+  Value t = g.transpose(x, {0, 2, 1, 3});                                            // [3, 5, 37, 19]
+  Value sl = g.slice(p, {0, 0, 2, 3}, {3, 5, 39, 22}, {1, 1, 1, 1});                 // [3, 5, 37, 19]
+  Value bc = g.broadcast(b, {3, 5, 37, 19}, {1, 2, 3});
+  Value y = g.binary(OpCode::Add, g.binary(OpCode::Mul, t, sl), bc);
+  g.set_outputs({g.convert(g.convert(y, DType::BF16), DType::F32), g.unary(OpCode::Negate, sl)});
+  expect_same(g, {random_tensor(DType::F32, {3, 37, 5, 19}, 31), random_tensor(DType::F32, {3, 5, 41, 23}, 32),
+                  random_tensor(DType::F32, {5, 1, 19}, 33)});
+}
+
 TEST(HostFused, OutputsInTheMiddleAndReshapes) {
   Graph g;
   Shape s = {64, 100};
