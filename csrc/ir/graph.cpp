@@ -443,9 +443,11 @@ Value Graph::op(OpCode op, std::vector<Value> operands, Attrs attrs, Shape shape
       if (valid) return transpose(Value{inner.operands[0]}, std::move(perm));
     }
   }
-  // A reshape that only adds or drops size-1 dims of a slice whose dropped dims are size 1 in
-  // its operand too is the slice of the reshaped operand: the slice then feeds its readers
-  // directly, so their fused loops read it in place (a gather) instead of a copy
+  // A reshape of a slice that only adds or drops size-1 dims (the dropped ones size 1 in the
+  // operand too) or splits sliced dims is the slice of the reshaped operand: the slice then
+  // feeds its readers directly, so their fused loops read it in place (a gather) instead of a
+  // copy. A split dim must be sliced with stride 1 at a multiple of its inner size m, in an
+  // operand dim m divides: q = qkv[..., :128].view(.., 4, 32) is qkv.view(.., 12, 32)[.., :4, :]
   // (exec/views.cpp's q, k, v boxes of a projection carry a trailing unit dim).
   if (op == OpCode::Reshape && operands.size() == 1 && operands[0].valid() &&
       operands[0].id < static_cast<int>(nodes_.size())) {
@@ -460,17 +462,36 @@ Value Graph::op(OpCode op, std::vector<Value> operands, Attrs attrs, Shape shape
         else ok = xs[i] == 1;
       }
       std::vector<int64_t> xt, start, limit, stride;
-      size_t k = 0;
-      for (size_t j = 0; ok && j < shape.size(); ++j) {
+      size_t k = 0, j = 0;
+      auto unit = [&] { xt.push_back(1), start.push_back(0), limit.push_back(1), stride.push_back(1); };
+      while (ok && j < shape.size()) {
         if (shape[j] == 1) {
-          xt.push_back(1), start.push_back(0), limit.push_back(1), stride.push_back(1);
+          unit();
+          ++j;
           continue;
         }
-        ok = k < kept.size() && ss[kept[k]] == shape[j];
+        ok = k < kept.size();
         if (!ok) break;
-        size_t i = kept[k++];
-        xt.push_back(xs[i]), start.push_back(sl.attrs.start[i]), limit.push_back(sl.attrs.limit[i]),
-            stride.push_back(sl.attrs.stride[i]);
+        const size_t i = kept[k++];
+        // The target dims [j, e) whose product is the slice dim's size (units among them kept).
+        size_t e = j;
+        int64_t prod = 1;
+        while (e < shape.size() && prod < ss[i]) prod *= shape[e++];
+        ok = prod == ss[i];
+        if (!ok) break;
+        if (e - j == 1) {
+          xt.push_back(xs[i]), start.push_back(sl.attrs.start[i]), limit.push_back(sl.attrs.limit[i]),
+              stride.push_back(sl.attrs.stride[i]);
+        } else {
+          const int64_t m = ss[i] / shape[j];  // the inner dims' size
+          ok = sl.attrs.stride[i] == 1 && sl.attrs.start[i] % m == 0 && xs[i] % m == 0;
+          if (!ok) break;
+          const int64_t s0 = sl.attrs.start[i] / m;
+          xt.push_back(xs[i] / m), start.push_back(s0), limit.push_back(s0 + shape[j]), stride.push_back(1);
+          for (size_t t = j + 1; t < e; ++t)
+            xt.push_back(shape[t]), start.push_back(0), limit.push_back(shape[t]), stride.push_back(1);
+        }
+        j = e;
       }
       if (ok && k == kept.size()) {
         Value x = reshape(Value{sl.operands[0]}, std::move(xt));

@@ -82,6 +82,25 @@ TEST(IrBuilder, ShapeOps) {
   Value s1 = g.slice(p5, {0, 0, 2, 0, 0}, {2, 3, 3, 4, 1}, {1, 1, 1, 1, 1});
   EXPECT_EQ(g.node(g.reshape(s1, {2, 3, 4})).op, OpCode::Reshape);
   EXPECT_EQ(g.node(g.reshape(s5, {6, 2, 4})).op, OpCode::Reshape);
+  // a reshape splitting a sliced dim (q cut from a qkv projection, split into heads): the slice
+  // of the operand split at the same inner size
+  Value qkv = g.param(DType::F32, {2, 8, 24});
+  Value k = g.slice(qkv, {0, 0, 8}, {2, 8, 16}, {1, 1, 1});
+  Value kh = g.reshape(k, {2, 8, 2, 4, 1});
+  expect_type(g, kh, DType::F32, {2, 8, 2, 4, 1});
+  ASSERT_EQ(g.node(kh).op, OpCode::Slice);
+  EXPECT_EQ(g.node(kh).attrs.start, (std::vector<int64_t>{0, 0, 2, 0, 0}));
+  EXPECT_EQ(g.node(kh).attrs.limit, (std::vector<int64_t>{2, 8, 4, 4, 1}));
+  expect_type(g, Value{g.node(kh).operands[0]}, DType::F32, {2, 8, 6, 4, 1});
+  Value whole = g.slice(qkv, {0, 0, 8}, {2, 8, 16}, {1, 1, 1});  // a split unsliced dim too
+  Value wh = g.reshape(whole, {2, 2, 4, 2, 4});
+  ASSERT_EQ(g.node(wh).op, OpCode::Slice);
+  EXPECT_EQ(g.node(wh).attrs.start, (std::vector<int64_t>{0, 0, 0, 2, 0}));
+  expect_type(g, Value{g.node(wh).operands[0]}, DType::F32, {2, 2, 4, 6, 4});
+  // not when the slice starts inside an inner block, steps, or the inner size does not divide
+  EXPECT_EQ(g.node(g.reshape(g.slice(qkv, {0, 0, 2}, {2, 8, 10}, {1, 1, 1}), {2, 8, 2, 4})).op, OpCode::Reshape);
+  EXPECT_EQ(g.node(g.reshape(g.slice(qkv, {0, 0, 0}, {2, 8, 16}, {1, 1, 2}), {2, 8, 2, 4})).op, OpCode::Reshape);
+  EXPECT_EQ(g.node(g.reshape(g.slice(qkv, {0, 0, 0}, {2, 8, 10}, {1, 1, 1}), {2, 8, 2, 5})).op, OpCode::Reshape);
   Value y = g.param(DType::F32, {2, 5, 4});
   expect_type(g, g.concat({x, y, x}, 1), DType::F32, {2, 11, 4});
   EXPECT_EQ(g.concat({x}, 0), x);
