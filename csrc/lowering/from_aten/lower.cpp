@@ -117,7 +117,7 @@ Value Lower::in_rows(const at::Tensor& t) {
   // The pjrt runtime reads views out of whole storages inside its program already (legalize),
   // and a graph per offset would be a compile per offset there.
   const bool rows = t.is_privateuseone() && !exec::capturing(t.device().index()) &&
-                    std::string(runtime::current().name()) == "host";
+                    std::strcmp(runtime::current().name(), "host") == 0;
   return bind(t, rows);
 }
 
@@ -139,17 +139,17 @@ Value Lower::bind(const at::Tensor& t, bool rows) {
   // spans, the view derived in the graph (exec::flat_run), not a copy gathered per run. With
   // `rows`, a view with gaps too: the whole rows of storage it spans (kWholeRows); the graph
   // then depends on the view's offset, so the binding has no source argument (not replayed).
-  exec::Meta flat;
+  exec::Meta flat, m;
   bool is_flat = false, gapped = false;
   if (!t.is_contiguous() && !t.is_complex() && t.numel() > 0) {
-    const exec::Meta m = exec::meta_of(t, dt);
+    m = exec::meta_of(t, dt);
     const auto elems = static_cast<int64_t>(t.storage().nbytes() / ir::dtype_size(dt));
     is_flat = exec::flat_run(m, elems, exec::FlatRun::kDense, &flat);
     if (!is_flat && rows) is_flat = gapped = exec::flat_run(m, elems, exec::FlatRun::kWholeRows, &flat);
   }
   Value v;
   if (is_flat) {
-    v = exec::derive(g, g.param(dt, flat.sizes), flat, exec::meta_of(t, dt));
+    v = exec::derive(g, g.param(dt, flat.sizes), flat, m);
     TORCH_INTERNAL_ASSERT(v.valid(), "[", op_, "] a strided view's storage run did not derive it");
   } else {
     v = g.param(dt, shape_of(t));
