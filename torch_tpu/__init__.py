@@ -104,6 +104,12 @@ def _register_compile_backend(registry) -> None:
     register_dynamo_backend(registry)
 
 
+def _install_flex_attention(module) -> None:
+    from torch_tpu._internal import flex_attention
+
+    flex_attention.install()
+
+
 def _route_inductor(module) -> None:
     from torch_tpu._internal.compile import route_inductor
 
@@ -113,12 +119,14 @@ def _route_inductor(module) -> None:
 class _DynamoHook:
     """A meta-path finder that runs our registration right after a torch module has executed
     (importing torch._dynamo costs ~1.7 s, so nothing is imported eagerly): the Dynamo device
-    interface, the "tpu" compile backend, the routing of Inductor's compile_fx for tpu inputs."""
+    interface, the "tpu" compile backend, the routing of Inductor's compile_fx for tpu inputs,
+    FlexAttention's tpu kernels."""
 
     HOOKS = {
         "torch._dynamo.device_interface": _register_dynamo_interface,
         "torch._dynamo.backends.registry": _register_compile_backend,
         "torch._inductor.compile_fx": _route_inductor,
+        "torch.nn.attention.flex_attention": _install_flex_attention,
     }
 
     def find_spec(self, fullname, path, target=None):
@@ -212,3 +220,5 @@ __all__ += ["set_runtime", "get_runtime"]
 
 if torch.distributed.is_available():  # registers the c10d backend "tpu_dist"
     from torch_tpu import distributed as _distributed  # noqa: E402,F401
+
+_loaded = True  # read by torch_tpu._loader: the registration above is complete

@@ -65,6 +65,45 @@ def test_pip_install_then_import_outside_checkout(venv, tmp_path):
     assert out.startswith("ok ") and str(WORK / "venv") in out, out
 
 
+AUTOLOAD = """
+import sys, torch
+assert "torch_tpu" in sys.modules  # loaded by torch's `torch.backends` entry point
+x = torch.arange(6.0).reshape(2, 3)
+got = (x.to("tpu") * 2 + 1).sum(1).cpu()
+torch.testing.assert_close(got, (x * 2 + 1).sum(1))
+assert torch.accelerator.current_accelerator().type == "tpu"
+import torch_tpu  # importing it explicitly after autoload stays valid
+assert torch.tpu is sys.modules["torch.tpu"] and torch_tpu._loaded
+print("ok")
+"""
+
+IMPORT_FIRST = """
+import torch_tpu, torch  # the package first: torch's autoload runs while it initializes
+assert torch_tpu._loaded and torch.ones(2, device="tpu").sum().item() == 2.0
+print("ok")
+"""
+
+AUTOLOAD_OFF = """
+import sys, torch
+assert "torch_tpu" not in sys.modules
+try:
+    torch.ones(3, device="tpu")
+except RuntimeError as e:
+    print("refused", str(e)[:60])
+"""
+
+
+def test_autoload_after_install(venv, tmp_path):
+    """`import torch` alone makes "tpu" usable once torch_tpu is installed (its
+    `torch.backends` entry point); TORCH_DEVICE_BACKEND_AUTOLOAD=0 turns that off."""
+    _run([venv, *PIP, "install", *OFFLINE, str(ROOT)], cwd=ROOT)
+    assert _run([venv, "-c", AUTOLOAD], cwd=tmp_path).strip().endswith("ok")
+    assert _run([venv, "-c", IMPORT_FIRST], cwd=tmp_path).strip().endswith("ok")
+    env = {**_env(), "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+    r = subprocess.run([venv, "-c", AUTOLOAD_OFF], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.startswith("refused"), (r.stdout, r.stderr[-2000:])
+
+
 def test_pip_wheel_contents(venv):
     dist = WORK / "dist"
     _run([venv, *PIP, "wheel", *OFFLINE, "-w", str(dist), str(ROOT)], cwd=ROOT)
@@ -75,3 +114,5 @@ def test_pip_wheel_contents(venv):
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), names
     meta = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     assert "License-Expression: Apache-2.0" in meta, meta[:800]
+    ep = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
+    assert "[torch.backends]" in ep and "torch_tpu = torch_tpu._loader:load" in ep, ep
