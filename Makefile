@@ -24,7 +24,7 @@ PJRT_CI := tests/python/test_runtime_seam.py tests/python/test_modes.py \
            tests/python/test_fused.py tests/python/test_ops_pointwise.py tests/python/test_ops_nn.py \
            tests/python/test_ops_views_copy.py tests/python/test_opinfo_fast.py \
            tests/python/test_kernel.py tests/python/test_dynamic_eager.py tests/python/test_ctc_loss.py \
-           tests/python/test_strided_inputs.py tests/python/test_flex_attention.py \
+           tests/python/test_strided_inputs.py tests/python/test_flex_attention.py tests/python/test_complex.py \
            tests/python/test_distributed.py::test_collectives_match_gloo[2]
 
 test: build pjrt-plugin jax

@@ -94,3 +94,110 @@ def test_fft_runs_under_cpu_fallback():
     assert y.device.type == "tpu" and y.dtype == torch.complex64
     torch.testing.assert_close(y.cpu(), torch.fft.fft(x))
     torch.testing.assert_close(z.cpu(), x)
+
+
+def _i(*vals):
+    return torch.tensor(vals)
+
+
+SHAPE_CASES = [  # the index / gather / scatter / cat families on complex tensors (complex_shape.cpp)
+    ("index_select", lambda a, b, d: a.index_select(1, _i(3, 0, 3).to(d))),
+    ("index_select neg dim", lambda a, b, d: a.index_select(-2, _i(2, 0).to(d))),
+    ("index by positions", lambda a, b, d: a[_i(2, 1, 1).to(d)]),
+    ("index 2-d", lambda a, b, d: a[_i(0, 2).to(d), _i(3, 1).to(d)]),
+    ("index bool mask", lambda a, b, d: a[:, _i(True, False, True, False).to(d)]),
+    ("gather", lambda a, b, d: a.gather(1, _i(0, 3, 3, 1, 2, 2).view(3, 2).to(d))),
+    ("gather neg dim", lambda a, b, d: a.gather(-1, _i(1, 1, 0).view(3, 1).to(d))),
+    ("cat", lambda a, b, d: torch.cat([a, b], 0)),
+    ("cat neg dim with real", lambda a, b, d: torch.cat([a, b.real.contiguous()], -1)),
+    ("stack", lambda a, b, d: torch.stack([a, b], 1)),
+    ("stack neg dim", lambda a, b, d: torch.stack([a, b], -1)),
+    ("where", lambda a, b, d: torch.where(a.real > 0, a, b)),
+    ("masked_fill", lambda a, b, d: a.masked_fill(b.real > 0, 1 + 2j)),
+    ("scatter", lambda a, b, d: a.scatter(1, _i(0, 2, 1, 3, 3, 0).view(3, 2).to(d), b)),
+    ("scatter_add", lambda a, b, d: a.scatter_add(0, _i(0, 0, 2, 1, 1, 1, 0, 2).view(2, 4).to(d), b)),
+    ("index_put accumulate", lambda a, b, d: a.index_put((_i(0, 0, 2).to(d),), b[:3, :].narrow(0, 0, 3), True)),
+    ("index_add", lambda a, b, d: a.index_add(1, _i(1, 1, 0, 3).to(d), b)),
+    ("index_put_ in place", lambda a, b, d: a.clone().index_put_((_i(1).to(d),), b[0])),
+    ("flip", lambda a, b, d: a.flip(-1)),
+    ("roll", lambda a, b, d: a.roll(1, 0)),
+    ("roll flat", lambda a, b, d: a.roll(5)),
+    ("repeat", lambda a, b, d: a.repeat(2, 1)),
+    ("pad", lambda a, b, d: torch.nn.functional.pad(a, (1, 2))),
+    ("slice_scatter", lambda a, b, d: a.slice_scatter(b[:, :2], 1, 1, 3)),
+    ("select_scatter", lambda a, b, d: a.select_scatter(b[1], 0, 2)),
+    ("div", lambda a, b, d: a / b),
+    ("div real", lambda a, b, d: a / (b.real.abs() + 1)),
+    ("div scalar", lambda a, b, d: a / 4.0),
+    ("abs", lambda a, b, d: a.abs()),
+    ("angle", lambda a, b, d: a.angle()),
+    ("reshape of transpose", lambda a, b, d: a.t().reshape(2, 6)),
+    ("chunk cat", lambda a, b, d: torch.cat(a.chunk(2, 1)[::-1], 1)),
+]
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("name,fn", SHAPE_CASES, ids=[c[0] for c in SHAPE_CASES])
+def test_complex_index_and_shape_ops_match_cpu(name, fn, mode):
+    a, b = _c(3, 4), _c(3, 4, seed=1)
+    want = fn(a, b, "cpu")
+    with torch_tpu.eager_mode(MODES[mode]):
+        got = fn(a.to("tpu"), b.to("tpu"), "tpu")
+        assert got.dtype == want.dtype and got.shape == want.shape
+        torch.testing.assert_close(got.cpu(), want)
+
+
+class _ComplexRoPE(torch.nn.Module):
+    """TorchTitan's rotary embedding: complex freqs_cis precomputed, gathered by position."""
+
+    def __init__(self, dim, max_len):
+        super().__init__()
+        freqs = 1.0 / (10000 ** (torch.arange(0, dim, 2).float() / dim))
+        t = torch.arange(max_len).float()
+        self.register_buffer("freqs_cis", torch.polar(torch.ones(max_len, dim // 2), torch.outer(t, freqs)))
+
+    def forward(self, xq, xk, positions):
+        cis = self.freqs_cis[positions]  # [B, T, D/2], a gather of a complex tensor
+        cis = cis.view(cis.shape[0], cis.shape[1], 1, cis.shape[-1])
+        q = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
+        k = torch.view_as_complex(xk.float().reshape(*xk.shape[:-1], -1, 2))
+        oq = torch.view_as_real(q * cis).flatten(3)
+        ok = torch.view_as_real(k * cis).flatten(3)
+        return oq.type_as(xq), ok.type_as(xk)
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused", "compile"])
+def test_complex_rope_gather_forward_and_backward(mode):
+    g = torch.Generator().manual_seed(0)
+    B, T, H, D = 2, 6, 2, 8
+    xq, xk = torch.randn(B, T, H, D, generator=g), torch.randn(B, T, H, D, generator=g)
+    pos = torch.tensor([[0, 1, 2, 3, 4, 5], [3, 3, 7, 1, 0, 9]])
+    w = torch.randn(B, T, H, D, generator=g)
+    out = {}
+    for dev in ("cpu", "tpu"):
+        m = _ComplexRoPE(D, 16).to(dev)
+        q, k = xq.clone().to(dev).requires_grad_(), xk.clone().to(dev).requires_grad_()
+        fn = torch.compile(m, backend="tpu") if (mode == "compile" and dev == "tpu") else m
+        with torch_tpu.eager_mode(MODES.get(mode, torch_tpu.EagerMode.DEFER_NEVER)):
+            oq, ok = fn(q, k, pos.to(dev))
+            ((oq + 2 * ok) * w.to(dev)).sum().backward()
+            out[dev] = [t.detach().cpu() for t in (oq, ok, q.grad, k.grad)]
+    for got, want in zip(out["tpu"], out["cpu"]):
+        torch.testing.assert_close(got, want)
+
+
+def test_gradient_through_gathered_complex_parameter():
+    """A complex leaf gathered by index and by index_select: its gradient (index_put /
+    index_add of complex values into zeros) as on CPU."""
+    g = torch.Generator().manual_seed(2)
+    base = _c(5, 3, seed=3)
+    w = _c(4, 3, seed=4)
+    idx = torch.tensor([4, 0, 4, 2])
+    grads = {}
+    for dev in ("cpu", "tpu"):
+        p = base.clone().to(dev).requires_grad_()
+        y = p[idx.to(dev)] * w.to(dev) + p.index_select(0, idx.flip(0).to(dev))
+        torch.view_as_real(torch.cat([y, p], 0)).square().sum().backward()
+        grads[dev] = p.grad.cpu()
+    torch.testing.assert_close(grads["tpu"], grads["cpu"])
+    del g

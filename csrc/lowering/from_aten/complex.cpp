@@ -1,8 +1,9 @@
 // complex64/complex128 tensors on tpu, as pairs of reals: a complex tensor's storage holds
-// (re, im) pairs, view_as_real / view_as_complex are free views, and the few complex ops a
-// model's rotary embedding and its backward need (polar, mul, add/sub, neg, conj, clone,
-// sum, fill/zero, copies) run as real ops on the [..., 2] views. Any other op on a complex
-// tpu tensor raises NotImplementedError naming it (no silent wrong result).
+// (re, im) pairs, view_as_real / view_as_complex are free views, and the arithmetic a model's
+// rotary embedding and its backward need (polar, mul, add/sub, neg, conj, clone, sum,
+// fill/zero, copies) runs as real ops on the [..., 2] views; the index/cat/scatter families
+// are complex_shape.cpp. Any other op on a complex tpu tensor raises NotImplementedError
+// naming it (no silent wrong result).
 #include <ATen/ATen.h>
 #include <ATen/ops/view_as_complex_native.h>
 #include <ATen/ops/view_as_real_native.h>
@@ -14,18 +15,17 @@
 namespace torch_tpu::lowering::complex {
 namespace {
 
+bool is_complex_tpu(const at::Tensor& t) { return t.defined() && t.is_privateuseone() && t.is_complex(); }
+
 bool is_complex_tpu(const c10::IValue& v) {
-  if (!v.isTensor()) return false;
-  const at::Tensor& t = v.toTensor();
-  return t.defined() && t.is_privateuseone() && t.is_complex();
+  if (v.isTensor()) return is_complex_tpu(v.toTensor());
+  if (v.isTensorList()) {  // cat / stack
+    for (const at::Tensor& t : v.toTensorList()) if (is_complex_tpu(t)) return true;
+  }
+  return false;
 }
 
-// The value of a complex tensor as real pairs [..., 2] (a view unless it carries the conj bit).
-at::Tensor pairs(const at::Tensor& t) {
-  if (!t.is_conj()) return at::view_as_real(t);
-  at::Tensor p = at::view_as_real(at::_conj(t));  // the stored values; negate the imaginary part
-  return at::stack({p.select(-1, 0), p.select(-1, 1).neg()}, -1);
-}
+at::Tensor pairs(const at::Tensor& t) { return real_pairs(t); }
 
 // A real or complex operand as (re, im); a real one has im = 0 (an undefined tensor).
 std::pair<at::Tensor, at::Tensor> parts(const c10::IValue& v, at::ScalarType real_type) {
@@ -89,7 +89,13 @@ at::ScalarType result_type(const c10::IValue& a, const c10::IValue& b) {
 
 }  // namespace
 
-bool maybe_run(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+at::Tensor real_pairs(const at::Tensor& t) {
+  if (!t.is_conj()) return at::view_as_real(t);
+  at::Tensor p = at::view_as_real(at::_conj(t));  // the stored values; negate the imaginary part
+  return at::stack({p.select(-1, 0), p.select(-1, 1).neg()}, -1);
+}
+
+bool maybe_run(const c10::OperatorHandle& op, torch::jit::Stack* stack, bool unknown_ok) {
   const auto& schema = op.schema();
   const size_t n = schema.arguments().size();
   auto args = torch::jit::last(*stack, n);
@@ -164,10 +170,16 @@ bool maybe_run(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     torch::jit::drop(*stack, n);
     torch::jit::push(*stack, self);
     return true;
+  } else if (at::Tensor r = shape_op(base, overload, args); r.defined()) {
+    result = r;
   } else {
+    if (unknown_ok) return false;
     TORCH_CHECK_NOT_IMPLEMENTED(false, "[", name, (overload.empty() ? "" : "."), overload,
                                 "] complex tensors on tpu support polar, view_as_real/view_as_complex, mul, add, "
-                                "sub, neg, conj, clone, sum, fill_, zero_ and copies; got this op on a complex tensor");
+                                "sub, div, neg, conj, abs, angle, clone, sum, fill_, zero_, copies, views, "
+                                "index/index_select/gather/scatter/index_put/index_add, cat/stack, where, "
+                                "masked_fill, flip/roll/repeat, constant_pad_nd and the *_scatter ops; got this op "
+                                "on a complex tensor");
   }
   if (inplace) {
     at::Tensor self = args[0].toTensor();

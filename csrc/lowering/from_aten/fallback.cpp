@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "exec/stream.h"
+#include "lowering/from_aten/complex.h"
 
 namespace torch_tpu::lowering {
 namespace {
@@ -21,6 +22,7 @@ std::mutex g_mu;
 std::map<std::string, int64_t> g_counts;
 
 void tpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  if (complex::maybe_run(op, stack, /*unknown_ok=*/true)) return;  // complex tpu tensors: real pairs
   const std::string name = c10::toString(op.schema().operator_name());
   TORCH_CHECK_NOT_IMPLEMENTED(g_enabled.load(), "[", name,
                               "] has no tpu lowering; run it under torch_tpu.cpu_fallback_mode() "
