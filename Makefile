@@ -2,7 +2,7 @@
 IN_ENV := tools/in-env
 BUILD := build
 
-.PHONY: all build demo demo-mlp test test-pjrt test-cpp test-py test-dist test-asan test-asan-cpp clean env opinfo models pjrt-plugin jax fuzz
+.PHONY: all build demo demo-mlp test test-pjrt test-cpp test-py test-dist test-asan test-asan-cpp clean env opinfo models pjrt-plugin jax titan test-titan fuzz
 
 all: build
 
@@ -27,7 +27,7 @@ PJRT_CI := tests/python/test_runtime_seam.py tests/python/test_modes.py \
            tests/python/test_strided_inputs.py tests/python/test_flex_attention.py tests/python/test_complex.py \
            tests/python/test_distributed.py::test_collectives_match_gloo[2]
 
-test: build pjrt-plugin jax
+test: build pjrt-plugin jax titan
 	$(IN_ENV) bash -c './$(BUILD)/tpu_cpp_tests --gtest_brief=1 && ./$(BUILD)/tpu_pjrt_tests --gtest_brief=1 && python3 -m pytest -q -n 2 tests/python && TORCH_TPU_RUNTIME=pjrt python3 -m pytest -q -n 2 $(PJRT_CI)'
 
 # Every Python test on the pjrt runtime (expected failures: tests/python/pjrt_expected_failures.txt).
@@ -44,6 +44,17 @@ pjrt-plugin: env
 # tests skip; docs/decisions/custom-kernels.md).
 jax: env
 	tools/jax
+
+# The pinned TorchTitan 0.3.0 and the wheels it imports that Debian lacks (tools/titan-wheels.txt;
+# 281 MB, most of it triton) unpacked into the environment's titan-site, for `python -m
+# torch_tpu.titan` and tests/python/test_titan.py (runs on the host like jax).
+titan: env
+	tools/titan
+
+# TorchTitan's whole matrix on tpu vs its CPU run (ranks, FSDP2 x TP, compile, AC, DCP resume);
+# `make test` runs its fast subset.
+test-titan: build titan
+	$(IN_ENV) env TORCH_TPU_TITAN_FULL=1 python3 -m pytest -q tests/python/test_titan.py
 
 # Every distributed test, the heavier ones too (4-process DTensor, a stuck rank, torchrun);
 # `make test` runs the CI subset (tests/python/test_distributed*.py without dist_full).
