@@ -90,6 +90,22 @@ def _use_cpu() -> None:
     torch._utils._get_device_module = lambda device_type=None: cpu if device_type in (None, "cpu") else orig(device_type)
 
 
+def _gloo_sum_reduction() -> None:
+    """FSDP2 reduce-scatters TorchTitan's gradients with ReduceOp.PREMUL_SUM(1.0) (TorchTitan
+    disables FSDP's gradient division), which gloo refuses; on CPU it takes FSDP2's own SUM
+    path (the one it forces for MTIA): the same sums."""
+    from torch.distributed.fsdp._fully_shard import _fsdp_collectives as fc
+
+    orig = fc._get_gradient_divide_factors
+
+    def factors(reduce_scatter_group, all_reduce_group, reduce_dtype, device_type="", factor=None,
+                force_sum_reduction_for_comms=False):
+        return orig(reduce_scatter_group, all_reduce_group, reduce_dtype, device_type, factor,
+                    force_sum_reduction_for_comms or device_type == "cpu")
+
+    fc._get_gradient_divide_factors = factors
+
+
 def _cpu_flex_reference() -> None:
     """FlexAttention on CPU, forward and backward, through PyTorch's own dense implementation
     of the HOP: TorchTitan calls a `torch.compile(flex_attention)` (Inductor), whose CPU kernel
@@ -109,6 +125,17 @@ def _cpu_flex_reference() -> None:
     fa._validate_device = _validate_device
     fa._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = False
     FlexAttention._compiled_flex_attn = fa.flex_attention
+
+
+def _no_libuv_store() -> None:
+    """The CPU run's TCPStore fallback for a PyTorch without libuv (torch_tpu/distributed/store.py,
+    loaded by path: the CPU reference never imports the torch_tpu package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_torch_tpu_store", os.path.join(os.path.dirname(__file__), "distributed", "store.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.install()
 
 
 def _single_process_env() -> None:
@@ -159,13 +186,35 @@ def make_assets(root: str | os.PathLike, docs: int = 400, vocab: int = 512) -> t
     return str(tok_dir), str(data_dir)
 
 
+def _pop(argv: list[str], flag: str, default: str) -> str:
+    if flag not in argv:
+        return default
+    i = argv.index(flag)
+    value = argv[i + 1]
+    del argv[i:i + 2]
+    return value
+
+
+def _write_report(path: str) -> None:
+    """TORCH_TPU_TITAN_REPORT: this rank's torch.compile and FlexAttention counters (json), so a
+    test can tell that our backend compiled and the tpu FlexAttention kernels ran."""
+    import torch.distributed as dist
+
+    from torch_tpu._internal import compile as tpu_compile
+    from torch_tpu._internal import flex_attention
+
+    rank = dist.get_rank() if dist.is_available() and dist.is_initialized() else int(os.environ.get("RANK", "0"))
+    with open(f"{path}.rank{rank}.json", "w") as f:
+        json.dump({"compile": tpu_compile.stats(), "graphs": tpu_compile.graphs_report(),
+                   "flex_attention": flex_attention.stats()}, f, default=str)
+
+
 def main(argv: list[str] | None = None) -> None:
+    """Options of ours, before TorchTitan's: --device tpu|cpu; --precision default|high|highest
+    (tpu matmuls, torch.tpu.precision's names)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    device = "tpu"
-    if "--device" in argv:
-        i = argv.index("--device")
-        device = argv[i + 1]
-        del argv[i:i + 2]
+    device = _pop(argv, "--device", "tpu")
+    precision = _pop(argv, "--precision", "default")
     if device not in ("tpu", "cpu"):
         raise SystemExit(f"[torch_tpu.titan] --device must be tpu or cpu; got {device!r}")
     if device == "cpu" and "torch_tpu" in sys.modules:
@@ -174,20 +223,28 @@ def main(argv: list[str] | None = None) -> None:
         # never loads the backend, so PyTorch's accelerator is none, as on a CPU machine.
         env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0", USE_LIBUV="0")  # Debian torch: no libuv
         code = "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
-        os.execve(sys.executable, [sys.executable, "-c", code, __file__, "--device", "cpu", *argv], env)
+        os.execve(sys.executable, [sys.executable, "-c", code, __file__, "--device", "cpu", "--precision", precision,
+                                   *argv], env)
     add_site()
     if device == "tpu":
-        import torch_tpu  # noqa: F401  (before torchtitan: its device_type is read at import)
+        import torch_tpu  # (before torchtitan: its device_type is read at import)
+
+        torch_tpu.set_matmul_precision(precision)
     else:
         _use_cpu()
+        _no_libuv_store()
     _single_process_env()
     sys.argv = [sys.argv[0], *argv]
     from torchtitan.train import main as titan_main
 
     if device == "cpu":
         _cpu_flex_reference()
-
-    titan_main()
+        _gloo_sum_reduction()
+    try:
+        titan_main()
+    finally:
+        if device == "tpu" and os.environ.get("TORCH_TPU_TITAN_REPORT"):
+            _write_report(os.environ["TORCH_TPU_TITAN_REPORT"])
 
 
 if __name__ == "__main__":

@@ -201,8 +201,15 @@ std::shared_ptr<Program> end_capture(int dev, const std::vector<at::Tensor>& inp
   auto containing = [&](c10::StorageImpl* key, const Meta& m, size_t esize) {
     auto sh = sharing.find(key);
     if (sh == sharing.end()) return -1;
-    for (int k : sh->second)
-      if (static_cast<size_t>(inputs[k].element_size()) == esize && inside(m, meta_of(inputs[k], m.dtype))) return k;
+    for (int k : sh->second) {
+      const at::Tensor& in = inputs[k];
+      if (static_cast<size_t>(in.element_size()) == esize && inside(m, meta_of(in, m.dtype))) return k;
+      // A complex input read or written through its real pairs (the complex lowerings work
+      // on view_as_real views): contained in the pairs view of the input.
+      if (in.is_complex() && !in.is_conj() && static_cast<size_t>(in.element_size()) == 2 * esize &&
+          inside(m, meta_of(at::view_as_real(in), m.dtype)))
+        return k;
+    }
     return -1;
   };
   std::vector<c10::Storage> fresh;

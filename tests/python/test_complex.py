@@ -174,6 +174,9 @@ def test_complex_rope_gather_forward_and_backward(mode):
     pos = torch.tensor([[0, 1, 2, 3, 4, 5], [3, 3, 7, 1, 0, 9]])
     w = torch.randn(B, T, H, D, generator=g)
     out = {}
+    from torch_tpu._internal import compile as tpu_compile
+
+    before = tpu_compile.stats()
     for dev in ("cpu", "tpu"):
         m = _ComplexRoPE(D, 16).to(dev)
         q, k = xq.clone().to(dev).requires_grad_(), xk.clone().to(dev).requires_grad_()
@@ -184,6 +187,9 @@ def test_complex_rope_gather_forward_and_backward(mode):
             out[dev] = [t.detach().cpu() for t in (oq, ok, q.grad, k.grad)]
     for got, want in zip(out["tpu"], out["cpu"]):
         torch.testing.assert_close(got, want)
+    if mode == "compile":  # captured into programs (complex inputs read through their real pairs), not run eagerly
+        after = tpu_compile.stats()
+        assert after["captures"] >= before["captures"] + 2 and after["eager_calls"] == before["eager_calls"], (before, after)
 
 
 def test_gradient_through_gathered_complex_parameter():

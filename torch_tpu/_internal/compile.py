@@ -263,6 +263,7 @@ class CapturedGraph:
     def report(self) -> dict:
         return {"id": self.id, "kind": self.name, "origin": self.origin(), "captures": len(self.captures),
                 "eager": sum(1 for c in self.captures.values() if c.program is None),
+                "eager_why": sorted({c.why for c in self.captures.values() if c.program is None and c.why}),
                 "changing": {k: _fmt_values(v) for k, v in self.changing_inputs().items()}}
 
     def stablehlo(self) -> str:
