@@ -104,6 +104,12 @@ def _register_compile_backend(registry) -> None:
     register_dynamo_backend(registry)
 
 
+def _refuse_inductor_codegen(module) -> None:
+    from torch_tpu._internal.compile import refuse_inductor_codegen
+
+    refuse_inductor_codegen(module)
+
+
 def _install_flex_attention(module) -> None:
     from torch_tpu._internal import flex_attention
 
@@ -119,7 +125,8 @@ def _route_inductor(module) -> None:
 class _DynamoHook:
     """A meta-path finder that runs our registration right after a torch module has executed
     (importing torch._dynamo costs ~1.7 s, so nothing is imported eagerly): the Dynamo device
-    interface, the "tpu" compile backend, the routing of Inductor's compile_fx for tpu inputs,
+    interface, the "tpu" compile backend, the routing of Inductor's compile_fx for tpu inputs
+    (and a refusing Inductor code generator for "tpu" in place of torch's Pallas one),
     FlexAttention's tpu kernels."""
 
     HOOKS = {
@@ -127,6 +134,7 @@ class _DynamoHook:
         "torch._dynamo.backends.registry": _register_compile_backend,
         "torch._inductor.compile_fx": _route_inductor,
         "torch.nn.attention.flex_attention": _install_flex_attention,
+        "torch._inductor.codegen.common": _refuse_inductor_codegen,
     }
 
     def find_spec(self, fullname, path, target=None):

@@ -358,3 +358,27 @@ def test_graph_without_computation_replays():
     for _ in range(3):
         g(leaf).sum().backward()
     assert torch.equal(leaf.grad.cpu(), torch.full((4, 3), 6.0))
+
+
+def test_plain_compile_made_before_tensors_uses_tpu_backend_and_names_ignored_options():
+    """A torch.compile object made before any tpu tensor exists, with Inductor options (as
+    TorchTitan makes its FlexAttention at class definition) compiles tpu graphs with our
+    backend; the options are named once as ignored; Inductor's own "tpu" code generator (torch
+    registers Pallas) is ours and refuses."""
+    import warnings
+
+    from torch._inductor.codegen import common
+    from torch_tpu._internal import compile as tpu_compile
+
+    torch._dynamo.reset()
+    f = torch.compile(lambda x: (x * 2).sin() + 1, options={"coordinate_descent_tuning": True})
+    x = torch.randn(5)
+    before = tpu_compile.stats()["captures"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = f(x.to("tpu")).cpu()
+    torch.testing.assert_close(got, (x * 2).sin() + 1)
+    assert tpu_compile.stats()["captures"] > before
+    assert any("coordinate_descent_tuning" in str(w.message) and "ignored" in str(w.message) for w in caught)
+    with pytest.raises(NotImplementedError, match="no code generator for device tpu"):
+        common.get_scheduling_for_device("tpu")(None)

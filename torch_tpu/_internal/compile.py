@@ -37,6 +37,7 @@ import os
 import pickle
 import threading
 import time
+import warnings
 import weakref
 from typing import Any
 
@@ -508,8 +509,42 @@ def route_inductor(compile_fx_module) -> None:
     @functools.wraps(orig)
     def compile_fx(model_, example_inputs_, *args, **kwargs):
         if _on_tpu(example_inputs_):
+            _warn_inductor_options(kwargs.get("config_patches"))
             return tpu_backend(model_, example_inputs_)
         return orig(model_, example_inputs_, *args, **kwargs)
 
     compile_fx._torch_tpu_routed = True
     compile_fx_module.compile_fx = compile_fx
+
+
+_warned_options: set = set()
+
+
+def _warn_inductor_options(patches) -> None:
+    """Inductor's options (torch.compile(..., options=...) without a backend, as TorchTitan's
+    FlexAttention passes max_autotune) do not apply to the tpu backend: named once."""
+    names = tuple(sorted(patches or {}))
+    if names and names not in _warned_options:
+        _warned_options.add(names)
+        warnings.warn(f"[torch.compile tpu] graphs on tpu tensors compile with the tpu backend; Inductor "
+                      f"options {list(names)} do not apply to them and are ignored", stacklevel=3)
+
+
+class _NoInductorCodegen:
+    """Inductor's code generator for device "tpu": refuses with a clear error. torch 2.14
+    registers Pallas code generation (Google's torch_tpu._internal.pallas, JAX) for "tpu" when
+    nothing else is registered; compile_fx sends tpu graphs to our backend before code
+    generation, so only a caller that enters Inductor below compile_fx gets here."""
+
+    def __init__(self, *args, **kwargs):
+        raise NotImplementedError(
+            "[torch.compile tpu] Inductor has no code generator for device tpu; got a graph on tpu tensors "
+            "inside Inductor's code generation, expected torch.compile(..., backend=\"tpu\") (a plain "
+            "torch.compile routes tpu graphs there)")
+
+
+def refuse_inductor_codegen(common_module) -> None:
+    """Registers _NoInductorCodegen for "tpu" in torch._inductor.codegen.common before
+    Inductor's own registration can pick Pallas (it registers only where nothing is)."""
+    if common_module.get_scheduling_for_device("tpu") is None:
+        common_module.register_backend_for_device("tpu", _NoInductorCodegen, _NoInductorCodegen)
