@@ -42,21 +42,22 @@ def _port() -> int:
 
 
 def _run(work, name, device="tpu", ranks=1, steps=4, extra=(), seed_ckpt=None, precision="highest", timeout=900,
-         trains=True):
+         trains=True, model=("llama3", "llama3_debugmodel")):
     """Runs TorchTitan; returns ({step: loss} of rank 0, the per-rank tpu reports)."""
     dump = work / name
     report = work / f"{name}.report"
     args = ["--device", device, "--precision", precision,
-            "--module", "llama3", "--config", "llama3_debugmodel",
+            "--module", model[0], "--config", model[1],
             "--hf_assets_path", str(work / "tokenizer"), "--dataloader.dataset_path", str(work / "c4_mini"),
-            "--training.seq_len", str(SEQ), "--training.local_batch_size", str(BATCH // ranks if ranks <= BATCH else 1),
+            "--training.seq_len", str(SEQ), "--training.local_batch_size", str(max(1, BATCH // ranks)),
             "--training.steps", str(steps), "--validator.no-enable", "--debug.seed", "0",
-            "--dump_folder", str(dump), *FP32, *extra]
+            "--dump_folder", str(dump), *FP32]
     if seed_ckpt is not None:
         args += ["--checkpoint.enable", "--checkpoint.initial_load_path", str(seed_ckpt),
                  "--checkpoint.no-last_save_model_only"]
         if "--checkpoint.interval" not in extra:
             args += ["--checkpoint.interval", "1000"]
+    args += list(extra)  # last: a tyro subcommand (activation-checkpoint:full) takes what follows it
     if ranks == 1:
         cmd = [sys.executable, "-m", "torch_tpu.titan", *args]
     else:
@@ -166,4 +167,26 @@ def test_activation_checkpointing_variants(work, ac):
     extra = [f"activation-checkpoint:{ac}"]  # a tyro subcommand: last
     want = _cpu(work, "cpu1")
     got, _ = _run(work, f"tpu1_ac_{ac}", seed_ckpt=_seed(work), extra=extra)
+    _close(got, want, 1e-5)
+
+
+MOE = ("qwen3", "qwen3_moe_debug")
+
+
+def test_qwen3_moe_matches_cpu(work):
+    """One MoE model TorchTitan ships (qwen3_moe_debug: routed experts, grouped matmuls), from
+    its own CPU seed checkpoint. 2e-5: top-k routing with near ties amplifies the last bits."""
+    _run(work, "moe_seed", device="cpu", steps=1, model=MOE, trains=False,
+         extra=["--checkpoint.enable", "--checkpoint.create_seed_checkpoint"])
+    seed = work / "moe_seed" / "checkpoint" / "step-0"
+    want, _ = _run(work, "moe_cpu", device="cpu", steps=3, model=MOE, seed_ckpt=seed)
+    got, _ = _run(work, "moe_tpu", steps=3, model=MOE, seed_ckpt=seed)
+    _close(got, want, 2e-5)
+
+
+@full_only
+def test_four_ranks_fsdp2_x_tp2_matches_cpu(work):
+    extra = ["--parallelism.tensor_parallel_degree", "2", "--parallelism.data_parallel_shard_degree", "2"]
+    want = _cpu(work, "cpu4", ranks=4, extra=extra, steps=3)
+    got, _ = _run(work, "tpu4", ranks=4, seed_ckpt=_seed(work), extra=extra, steps=3)
     _close(got, want, 1e-5)
