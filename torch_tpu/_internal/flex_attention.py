@@ -24,6 +24,7 @@ computed and then discarded: block sparsity is honoured in the result, not yet i
 (docs/decisions/flex-attention.md)."""
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -295,6 +296,58 @@ def _widen_validate_device(mod) -> None:
     mod._validate_device = _validate_device
 
 
+def _untraceable(e: BaseException) -> bool:
+    """An error of Dynamo or vmap meaning a mod does data-dependent Python control flow."""
+    import torch._dynamo.exc as dexc
+
+    text = str(e)
+    return isinstance(e, (dexc.UserError, dexc.Unsupported)) or "data-dependent" in text or "data dependent" in text
+
+
+def _on_tpu(*ts) -> bool:
+    return any(isinstance(t, torch.Tensor) and t.device.type == "tpu" for t in ts)
+
+
+def _name_errors(mod) -> None:
+    """flex_attention / create_block_mask on tpu: a score_mod or mask_mod that cannot be traced
+    (Python control flow on a tensor's value, .item()) raises an error that names FlexAttention
+    and the mod, the original as its cause. Under Dynamo both run as they are."""
+    orig_fa, orig_cbm = mod.flex_attention, mod.create_block_mask
+    if getattr(orig_fa, "_torch_tpu", False):
+        return
+
+    @functools.wraps(orig_fa)
+    def flex_attention(query, key, value, *args, **kwargs):
+        if torch.compiler.is_dynamo_compiling() or not _on_tpu(query):
+            return orig_fa(query, key, value, *args, **kwargs)
+        try:
+            return orig_fa(query, key, value, *args, **kwargs)
+        except Exception as e:
+            if not _untraceable(e):
+                raise
+            raise RuntimeError("[flex_attention] score_mod / mask_mod could not be traced on tpu; got Python "
+                               "control flow on a tensor value (if/bool()/.item() on q_idx, kv_idx, ...), expected "
+                               "tensor ops only (torch.where for choices): " + str(e).split("\n")[0]) from e
+
+    @functools.wraps(orig_cbm)
+    def create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device=None, *args, **kwargs):
+        dev = torch.device(device) if device is not None else torch.get_default_device()
+        if torch.compiler.is_dynamo_compiling() or dev.type != "tpu":
+            return orig_cbm(mask_mod, B, H, Q_LEN, KV_LEN, device, *args, **kwargs)
+        try:
+            return orig_cbm(mask_mod, B, H, Q_LEN, KV_LEN, device, *args, **kwargs)
+        except Exception as e:
+            if not _untraceable(e):
+                raise
+            name = getattr(mask_mod, "__name__", type(mask_mod).__name__)
+            raise RuntimeError(f"[flex_attention] create_block_mask could not evaluate mask_mod {name!r} on tpu; got "
+                               "Python control flow on a tensor value (if/bool()/.item()), expected tensor ops only "
+                               "(& | ~ and comparisons): " + str(e).split("\n")[0]) from e
+
+    flex_attention._torch_tpu = True
+    mod.flex_attention, mod.create_block_mask = flex_attention, create_block_mask
+
+
 def install() -> None:
     """Registers the tpu kernels with the FlexAttention HOPs and widens its device check
     (idempotent; runs when torch.nn.attention.flex_attention is first imported)."""
@@ -305,6 +358,7 @@ def install() -> None:
     from torch._higher_order_ops.flex_attention import flex_attention, flex_attention_backward
 
     _widen_validate_device(fa)
+    _name_errors(fa)
     if DispatchKey.PrivateUse1 not in flex_attention.py_kernels:
         flex_attention.py_impl(DispatchKey.PrivateUse1)(flex_attention_tpu)
     if DispatchKey.PrivateUse1 not in flex_attention_backward.py_kernels:
