@@ -279,3 +279,20 @@ def test_bad_input_names_flex_attention():
     with pytest.raises(RuntimeError, match=r"\[flex_attention\] score_mod / mask_mod could not be traced"):
         flex_attention(q, q, q, score_mod=untraceable_score)
     assert (torch.ones(2, device="tpu") + 1).cpu().tolist() == [2.0, 2.0]  # the device keeps working
+
+
+@pytest.mark.parametrize("block", [(16, 32), (32, 8)], ids=["q16-kv32", "q32-kv8"])
+def test_rectangular_blocks_and_lengths(block):
+    """Q and KV block sizes differ, L != S, lengths not multiples of the blocks; a mask with
+    full, partial and empty blocks (sliding window on a shifted diagonal)."""
+    B, H, L, S, E = 1, 2, 72, 100, 8
+    q, k, v, do = _inputs(B, H, H, L, S, E, seed=7)
+
+    def shifted_window(b, h, q_, kv):
+        return (kv <= q_ + 20) & (kv >= q_ - 10)
+
+    want = _reference(q, k, v, do, None, shifted_window)
+    with torch_tpu.precision("highest"):
+        bm = create_block_mask(shifted_window, B, H, L, S, device="tpu", BLOCK_SIZE=block)
+        got = _tpu_run(flex_attention, q, k, v, do, None, bm)
+    _assert_matches(got, want)
