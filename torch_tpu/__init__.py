@@ -110,6 +110,18 @@ def _refuse_inductor_codegen(module) -> None:
     refuse_inductor_codegen(module)
 
 
+def _accelerate_state(module) -> None:
+    from torch_tpu._internal import accelerate_hooks
+
+    accelerate_hooks.patch_state(module)
+
+
+def _accelerate_modeling(module) -> None:
+    from torch_tpu._internal import accelerate_hooks
+
+    accelerate_hooks.patch_modeling(module)
+
+
 def _install_flex_attention(module) -> None:
     from torch_tpu._internal import flex_attention
 
@@ -127,7 +139,7 @@ class _DynamoHook:
     (importing torch._dynamo costs ~1.7 s, so nothing is imported eagerly): the Dynamo device
     interface, the "tpu" compile backend, the routing of Inductor's compile_fx for tpu inputs
     (and a refusing Inductor code generator for "tpu" in place of torch's Pallas one),
-    FlexAttention's tpu kernels."""
+    FlexAttention's tpu kernels, accelerate's device choice (accelerate_hooks)."""
 
     HOOKS = {
         "torch._dynamo.device_interface": _register_dynamo_interface,
@@ -135,6 +147,8 @@ class _DynamoHook:
         "torch._inductor.compile_fx": _route_inductor,
         "torch.nn.attention.flex_attention": _install_flex_attention,
         "torch._inductor.codegen.common": _refuse_inductor_codegen,
+        "accelerate.state": _accelerate_state,
+        "accelerate.utils.modeling": _accelerate_modeling,
     }
 
     def find_spec(self, fullname, path, target=None):

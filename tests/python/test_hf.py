@@ -186,3 +186,60 @@ def test_static_cache_generate_compiles_once():
     assert torch.equal(first.cpu(), want) and torch.equal(again.cpu(), want)
     assert s2["captures"] == s1["captures"], (s1, s2)
     assert s2["replays"] - s1["replays"] >= 9  # the decode steps replay the captured graph
+
+
+def test_device_map_auto_and_accelerator_pick_tpu(checkpoint):
+    """accelerate finds tpu as it finds cuda (torch_tpu/_internal/accelerate_hooks.py):
+    device_map="auto" places every weight on tpu (integer device 0 is tpu:0), infer_auto_device_map
+    sees tpu memory, and Accelerator().device is tpu."""
+    import accelerate
+    from accelerate.utils import get_max_memory
+
+    mem = get_max_memory()
+    assert 0 in mem and mem[0] > 0 and "cpu" in mem and list(mem)[0] == 0, mem
+    assert get_max_memory({0: "1GiB", "cpu": "2GiB"}) == {0: 1 << 30, "cpu": 2 << 30}
+    with pytest.raises(ValueError, match="tpu index"):
+        get_max_memory({5: "1GiB"})
+    dev = transformers.AutoModelForCausalLM.from_pretrained(checkpoint, device_map="auto")
+    assert {p.device for p in dev.parameters()} == {torch.device("tpu", 0)}
+    ref = transformers.AutoModelForCausalLM.from_pretrained(checkpoint)
+    ids = torch.randint(0, 64, (2, 5), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad(), torch_tpu.precision(HIGHEST):
+        torch.testing.assert_close(dev(ids.to("tpu")).logits.cpu(), ref(ids).logits, rtol=1e-4, atol=1e-4)
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state(reset_partial_state=True)
+    try:
+        assert accelerate.Accelerator().device == torch.device("tpu", 0)
+        AcceleratorState._reset_state(reset_partial_state=True)
+        assert accelerate.Accelerator(cpu=True).device == torch.device("cpu")
+    finally:
+        AcceleratorState._reset_state(reset_partial_state=True)
+
+
+def test_hf_trainer_trains_on_tpu_like_cpu(checkpoint, tmp_path):
+    """transformers' Trainer takes its device from accelerate: on tpu without being told, with
+    the losses of a CPU run (use_cpu=True) of the same data and seed."""
+    ids = torch.randint(0, 64, (16, 12), generator=torch.Generator().manual_seed(5))
+
+    class Data(torch.utils.data.Dataset):
+        def __len__(self):
+            return len(ids)
+
+        def __getitem__(self, i):
+            return {"input_ids": ids[i], "labels": ids[i]}
+
+    losses = {}
+    for name, use_cpu in (("cpu", True), ("tpu", False)):
+        model = transformers.AutoModelForCausalLM.from_pretrained(checkpoint)
+        args = transformers.TrainingArguments(output_dir=str(tmp_path / name), per_device_train_batch_size=4,
+                                              max_steps=4, learning_rate=1e-3, logging_steps=1, report_to=[],
+                                              save_strategy="no", use_cpu=use_cpu, seed=0, dataloader_num_workers=0)
+        trainer = transformers.Trainer(model=model, args=args, train_dataset=Data())
+        assert trainer.args.device.type == name
+        with torch_tpu.precision(HIGHEST):
+            trainer.train()
+        assert next(model.parameters()).device.type == name
+        losses[name] = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    assert len(losses["tpu"]) == 4
+    torch.testing.assert_close(losses["tpu"], losses["cpu"], rtol=1e-4, atol=1e-4)
