@@ -53,10 +53,11 @@ def _run(work, name, device="tpu", ranks=1, steps=4, extra=(), seed_ckpt=None, p
             "--training.steps", str(steps), "--validator.no-enable", "--debug.seed", "0",
             "--dump_folder", str(dump), *FP32]
     if seed_ckpt is not None:
-        args += ["--checkpoint.enable", "--checkpoint.initial_load_path", str(seed_ckpt),
-                 "--checkpoint.no-last_save_model_only"]
-        if "--checkpoint.interval" not in extra:
-            args += ["--checkpoint.interval", "1000"]
+        args += ["--checkpoint.enable", "--checkpoint.initial_load_path", str(seed_ckpt)]
+        if "--checkpoint.interval" in extra:  # saves full checkpoints (the resume test)
+            args += ["--checkpoint.no-last_save_model_only"]
+        else:  # only the seed's load: no checkpoint written at the last step
+            args += ["--checkpoint.load_only"]
     args += list(extra)  # last: a tyro subcommand (activation-checkpoint:full) takes what follows it
     if ranks == 1:
         cmd = [sys.executable, "-m", "torch_tpu.titan", *args]
