@@ -28,7 +28,7 @@ PJRT_CI := tests/python/test_runtime_seam.py tests/python/test_modes.py \
            tests/python/test_distributed.py::test_collectives_match_gloo[2]
 
 test: build pjrt-plugin jax titan
-	$(IN_ENV) bash -c './$(BUILD)/tpu_cpp_tests --gtest_brief=1 && ./$(BUILD)/tpu_pjrt_tests --gtest_brief=1 && python3 -m pytest -q -n 2 tests/python && TORCH_TPU_RUNTIME=pjrt python3 -m pytest -q -n 2 $(PJRT_CI)'
+	$(IN_ENV) bash -c './$(BUILD)/tpu_cpp_tests --gtest_brief=1 && ./$(BUILD)/tpu_pjrt_tests --gtest_brief=1 && python3 -m pytest -q -n 2 --dist loadgroup tests/python && TORCH_TPU_RUNTIME=pjrt python3 -m pytest -q -n 2 $(PJRT_CI)'
 
 # Every Python test on the pjrt runtime (expected failures: tests/python/pjrt_expected_failures.txt).
 test-pjrt: build pjrt-plugin

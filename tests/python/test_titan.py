@@ -23,8 +23,12 @@ from torch_tpu import titan
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FULL = os.environ.get("TORCH_TPU_TITAN_FULL") == "1"
-pytestmark = pytest.mark.skipif(not os.path.isdir(titan.TITAN_SITE),
-                                reason=f"TorchTitan not installed ({titan.TITAN_SITE}): `make titan`")
+pytestmark = [
+    pytest.mark.skipif(not os.path.isdir(titan.TITAN_SITE), reason=f"TorchTitan not installed ({titan.TITAN_SITE}): `make titan`"),
+    # one xdist worker for the module (make test: --dist loadgroup): one seed checkpoint and one
+    # CPU reference per run, and no two multi-GB trainings side by side
+    pytest.mark.xdist_group("titan"),
+]
 full_only = pytest.mark.skipif(not FULL, reason="TorchTitan's full matrix: TORCH_TPU_TITAN_FULL=1 (`make test-titan`)")
 
 SEQ, BATCH = 128, 2
