@@ -20,8 +20,11 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 WORK = ROOT / "build-pip" / "test"
 
-pytestmark = pytest.mark.skipif(os.environ.get("TORCH_TPU_SKIP_PACKAGING") == "1",
-                                reason="TORCH_TPU_SKIP_PACKAGING=1")
+pytestmark = [
+    pytest.mark.skipif(os.environ.get("TORCH_TPU_SKIP_PACKAGING") == "1", reason="TORCH_TPU_SKIP_PACKAGING=1"),
+    # one xdist worker for the module (make test: --dist loadgroup): its venv fixture owns WORK
+    pytest.mark.xdist_group("packaging"),
+]
 
 
 def _env():
