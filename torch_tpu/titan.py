@@ -28,8 +28,9 @@ TITAN_SITE = "/usr/local/lib/torch_tpu/titan-site"
 
 
 def add_site() -> None:
-    """Puts the environment's titan-site on sys.path (after the system's packages, except the
-    protobuf it pins: tensorboard needs protobuf >= 6.31, newer than Debian's)."""
+    """Puts the environment's titan-site on sys.path (first; with the protobuf it pins:
+    tensorboard needs protobuf >= 6.31, newer than Debian's). Self-contained, unlike
+    torch_tpu._internal.sites: the CPU reference run must not import the torch_tpu package."""
     if not os.path.isdir(TITAN_SITE):
         raise ImportError(f"[torch_tpu.titan] TorchTitan is not installed; expected {TITAN_SITE} "
                           "(run `make titan`, which runs tools/titan)")
