@@ -31,6 +31,7 @@ import torch
 from torch._C import DispatchKey
 
 _LN2 = math.log(2.0)
+_EMPTY_BLOCK = 1 << 30  # torch's _LARGE_SPARSE_BLOCK_SIZE: the block size of the default BlockMask
 _installed = False
 _calls = {"forward": 0, "backward": 0}
 
@@ -104,8 +105,8 @@ def _mask(block_mask: tuple, B: int, Hq: int, L: int, S: int, device, mask_mod_o
     nkv = max(1, -(-S // kvbs))
     partial = _block_map(kv_num, kv_idx, nkv)
     full = _block_map(full_num, full_idx, nkv)
-    if full is None and _is_noop_mask(mask_mod) and kv_idx.shape[-2:] == (1, 1) and qbs >= L and kvbs >= S:
-        return None  # the default block mask: one partial block covering everything, no mask
+    if full is None and _is_noop_mask(mask_mod) and kv_idx.shape[-2:] == (1, 1) and qbs == kvbs == _EMPTY_BLOCK:
+        return None  # flex_attention's own default BlockMask: one block listed, covering everything
     keep = None
     if partial is not None:
         keep = _element_rows(partial, L, S, qbs, kvbs)
