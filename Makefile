@@ -2,7 +2,7 @@
 IN_ENV := tools/in-env
 BUILD := build
 
-.PHONY: all build demo demo-mlp test test-pjrt test-cpp test-py test-dist test-asan test-asan-cpp clean env opinfo models pjrt-plugin jax titan test-titan diffusers torchao fuzz
+.PHONY: all build demo demo-mlp test test-pjrt test-cpp test-py test-dist test-asan test-asan-cpp clean env opinfo models pjrt-plugin jax titan test-titan diffusers torchao torchrec fuzz
 
 all: build
 
@@ -27,7 +27,7 @@ PJRT_CI := tests/python/test_runtime_seam.py tests/python/test_modes.py \
            tests/python/test_strided_inputs.py tests/python/test_flex_attention.py tests/python/test_complex.py \
            tests/python/test_distributed.py::test_collectives_match_gloo[2]
 
-test: build pjrt-plugin jax titan diffusers torchao
+test: build pjrt-plugin jax titan diffusers torchao torchrec
 	$(IN_ENV) bash -c './$(BUILD)/tpu_cpp_tests --gtest_brief=1 && ./$(BUILD)/tpu_pjrt_tests --gtest_brief=1 && python3 -m pytest -q -n 2 --dist loadgroup tests/python && TORCH_TPU_RUNTIME=pjrt python3 -m pytest -q -n 2 $(PJRT_CI)'
 
 # Every Python test on the pjrt runtime (expected failures: tests/python/pjrt_expected_failures.txt).
@@ -60,6 +60,11 @@ diffusers: env
 # tests/python/test_torchao.py.
 torchao: env
 	tools/torchao
+
+# TorchRec with fbgemm-gpu-cpu and what they import (tools/torchrec-wheels.txt, 11 MB) in the
+# environment's torchrec-site, for tests/python/test_torchrec.py.
+torchrec: env
+	tools/torchrec
 
 # TorchTitan's whole matrix on tpu vs its CPU run (ranks, FSDP2 x TP, compile, AC, DCP resume);
 # `make test` runs its fast subset.

@@ -122,6 +122,12 @@ def _accelerate_modeling(module) -> None:
     accelerate_hooks.patch_modeling(module)
 
 
+def _fbgemm(module) -> None:
+    from torch_tpu._internal import fbgemm
+
+    fbgemm.install()
+
+
 def _install_flex_attention(module) -> None:
     from torch_tpu._internal import flex_attention
 
@@ -139,7 +145,8 @@ class _DynamoHook:
     (importing torch._dynamo costs ~1.7 s, so nothing is imported eagerly): the Dynamo device
     interface, the "tpu" compile backend, the routing of Inductor's compile_fx for tpu inputs
     (and a refusing Inductor code generator for "tpu" in place of torch's Pallas one),
-    FlexAttention's tpu kernels, accelerate's device choice (accelerate_hooks)."""
+    FlexAttention's tpu kernels, accelerate's device choice (accelerate_hooks), tpu kernels
+    for fbgemm_gpu's jagged operators (fbgemm.py)."""
 
     HOOKS = {
         "torch._dynamo.device_interface": _register_dynamo_interface,
@@ -149,6 +156,7 @@ class _DynamoHook:
         "torch._inductor.codegen.common": _refuse_inductor_codegen,
         "accelerate.state": _accelerate_state,
         "accelerate.utils.modeling": _accelerate_modeling,
+        "fbgemm_gpu": _fbgemm,
     }
 
     def find_spec(self, fullname, path, target=None):
