@@ -98,46 +98,17 @@ def _register_dynamo_interface(di) -> None:
         di.register_interface_for_device(f"tpu:{i}", TpuHostInterface)
 
 
-def _register_compile_backend(registry) -> None:
-    from torch_tpu._internal.compile import register_dynamo_backend
+def _lazy(target: str):
+    """A hook `module -> None` calling "package.module:function" on the module, imported only
+    when the hook runs (the hooked modules load late, or never)."""
+    mod_name, fn_name = target.split(":")
 
-    register_dynamo_backend(registry)
+    def hook(module) -> None:
+        import importlib
 
+        getattr(importlib.import_module(mod_name), fn_name)(module)
 
-def _refuse_inductor_codegen(module) -> None:
-    from torch_tpu._internal.compile import refuse_inductor_codegen
-
-    refuse_inductor_codegen(module)
-
-
-def _accelerate_state(module) -> None:
-    from torch_tpu._internal import accelerate_hooks
-
-    accelerate_hooks.patch_state(module)
-
-
-def _accelerate_modeling(module) -> None:
-    from torch_tpu._internal import accelerate_hooks
-
-    accelerate_hooks.patch_modeling(module)
-
-
-def _fbgemm(module) -> None:
-    from torch_tpu._internal import fbgemm
-
-    fbgemm.install()
-
-
-def _install_flex_attention(module) -> None:
-    from torch_tpu._internal import flex_attention
-
-    flex_attention.install()
-
-
-def _route_inductor(module) -> None:
-    from torch_tpu._internal.compile import route_inductor
-
-    route_inductor(module)
+    return hook
 
 
 class _DynamoHook:
@@ -150,13 +121,13 @@ class _DynamoHook:
 
     HOOKS = {
         "torch._dynamo.device_interface": _register_dynamo_interface,
-        "torch._dynamo.backends.registry": _register_compile_backend,
-        "torch._inductor.compile_fx": _route_inductor,
-        "torch.nn.attention.flex_attention": _install_flex_attention,
-        "torch._inductor.codegen.common": _refuse_inductor_codegen,
-        "accelerate.state": _accelerate_state,
-        "accelerate.utils.modeling": _accelerate_modeling,
-        "fbgemm_gpu": _fbgemm,
+        "torch._dynamo.backends.registry": _lazy("torch_tpu._internal.compile:register_dynamo_backend"),
+        "torch._inductor.compile_fx": _lazy("torch_tpu._internal.compile:route_inductor"),
+        "torch._inductor.codegen.common": _lazy("torch_tpu._internal.compile:refuse_inductor_codegen"),
+        "torch.nn.attention.flex_attention": _lazy("torch_tpu._internal.flex_attention:install"),
+        "accelerate.state": _lazy("torch_tpu._internal.accelerate_hooks:patch_state"),
+        "accelerate.utils.modeling": _lazy("torch_tpu._internal.accelerate_hooks:patch_modeling"),
+        "fbgemm_gpu": _lazy("torch_tpu._internal.fbgemm:install"),
     }
 
     def find_spec(self, fullname, path, target=None):

@@ -139,16 +139,21 @@ def _no_libuv_store() -> None:
     mod.install()
 
 
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1 (a rendezvous port for a launch)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def _single_process_env() -> None:
     for k, v in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"), ("LOCAL_WORLD_SIZE", "1"),
                  ("MASTER_ADDR", "127.0.0.1")):
         os.environ.setdefault(k, v)
     if "MASTER_PORT" not in os.environ:
-        import socket
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            os.environ["MASTER_PORT"] = str(s.getsockname()[1])
+        os.environ["MASTER_PORT"] = str(free_port())
 
 
 TEXT = ("The quick brown fox jumps over the lazy dog. A model learns the patterns of its text, "

@@ -13,7 +13,6 @@ import os
 import pathlib
 import re
 import shutil
-import socket
 import subprocess
 import sys
 
@@ -39,12 +38,6 @@ FP32 = ["--training.mixed_precision_param", "float32"]
 _LOSS = re.compile(r"step:\s*(\d+)\s+loss:\s*([0-9.]+)")
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _run(work, name, device="tpu", ranks=1, steps=4, extra=(), seed_ckpt=None, precision="highest", timeout=900,
          trains=True, model=("llama3", "llama3_debugmodel")):
     """Runs TorchTitan; returns ({step: loss} of rank 0, the per-rank tpu reports)."""
@@ -67,7 +60,7 @@ def _run(work, name, device="tpu", ranks=1, steps=4, extra=(), seed_ckpt=None, p
         cmd = [sys.executable, "-m", "torch_tpu.titan", *args]
     else:
         cmd = [sys.executable, "-m", "torch_tpu.distributed.run", "--nproc-per-node", str(ranks),
-               "--master-addr", "127.0.0.1", "--master-port", str(_port()), "-m", "torch_tpu.titan", *args]
+               "--master-addr", "127.0.0.1", "--master-port", str(titan.free_port()), "-m", "torch_tpu.titan", *args]
     env = dict(os.environ, TORCH_TPU_TITAN_REPORT=str(report), PYTHONPATH=str(ROOT))
     r = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=timeout)
     out = r.stdout + r.stderr

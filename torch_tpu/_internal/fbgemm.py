@@ -34,8 +34,8 @@ def _permute_2d_sparse_data(permute, lengths, values, weights=None, permuted_len
     return out_lengths, out_values, out_weights
 
 
-def install() -> None:
-    """Registers the kernels (idempotent; after fbgemm_gpu has defined the operators)."""
+def install(module=None) -> None:
+    """Registers the kernels (idempotent; after fbgemm_gpu, `module`, has defined the operators)."""
     global _done
     if _done or not hasattr(torch.ops, "fbgemm"):
         return

@@ -61,17 +61,20 @@ def _element_rows(bmap: torch.Tensor, L: int, S: int, qbs: int, kvbs: int) -> to
     return bmap.index_select(-2, qb).index_select(-1, kb)
 
 
+def _graph_ops(fn):
+    """The computing nodes of a mod's FX graph (Dynamo's GraphModule of it), None if not a graph."""
+    g = getattr(fn, "graph", None)
+    return None if g is None else [n for n in g.nodes if n.op not in ("placeholder", "output")]
+
+
 def _is_noop_mask(mask_mod) -> bool:
     from torch.nn.attention.flex_attention import noop_mask
 
     if mask_mod is noop_mask:
         return True
-    g = getattr(mask_mod, "graph", None)
-    if g is None:
-        return False
+    ops = _graph_ops(mask_mod)
     # Dynamo's graph of noop_mask: new_ones(size=(), dtype=bool) returned as it is.
-    ops = [n for n in g.nodes if n.op not in ("placeholder", "output")]
-    return (len(ops) == 1 and ops[0].op == "call_method" and ops[0].target == "new_ones"
+    return (ops is not None and len(ops) == 1 and ops[0].op == "call_method" and ops[0].target == "new_ones"
             and ops[0].kwargs.get("dtype") is torch.bool and tuple(ops[0].kwargs.get("size", (None,))) == ())
 
 
@@ -80,19 +83,14 @@ def _is_identity_score_mod(score_mod) -> bool:
 
     if score_mod is _identity:
         return True
-    g = getattr(score_mod, "graph", None)
-    if g is None:
+    if _graph_ops(score_mod) != []:  # not a graph, or one that computes something
         return False
-    places = [n for n in g.nodes if n.op == "placeholder"]
-    outs = [n for n in g.nodes if n.op == "output"]
-    if not places or len(outs) != 1:
-        return False
-    ret = outs[0].args[0]
+    places = [n for n in score_mod.graph.nodes if n.op == "placeholder"]
+    (out,) = [n for n in score_mod.graph.nodes if n.op == "output"]
+    ret = out.args[0]
     if isinstance(ret, (tuple, list)):
-        if len(ret) != 1:
-            return False
-        ret = ret[0]
-    return ret is places[0] and all(n.op in ("placeholder", "output") for n in g.nodes)
+        ret = ret[0] if len(ret) == 1 else None
+    return bool(places) and ret is places[0]  # returns its score argument unchanged
 
 
 def _mask(block_mask: tuple, B: int, Hq: int, L: int, S: int, device, mask_mod_other_buffers: tuple):
@@ -102,11 +100,11 @@ def _mask(block_mask: tuple, B: int, Hq: int, L: int, S: int, device, mask_mod_o
 
     kv_num, kv_idx, full_num, full_idx = block_mask[2], block_mask[3], block_mask[4], block_mask[5]
     qbs, kvbs, mask_mod = block_mask[-3], block_mask[-2], block_mask[-1]
+    if full_num is None and qbs == kvbs == _EMPTY_BLOCK and kv_idx.shape[-2:] == (1, 1) and _is_noop_mask(mask_mod):
+        return None  # flex_attention's own default BlockMask: one block listed, covering everything
     nkv = max(1, -(-S // kvbs))
     partial = _block_map(kv_num, kv_idx, nkv)
     full = _block_map(full_num, full_idx, nkv)
-    if full is None and _is_noop_mask(mask_mod) and kv_idx.shape[-2:] == (1, 1) and qbs == kvbs == _EMPTY_BLOCK:
-        return None  # flex_attention's own default BlockMask: one block listed, covering everything
     keep = None
     if partial is not None:
         keep = _element_rows(partial, L, S, qbs, kvbs)
@@ -349,7 +347,7 @@ def _name_errors(mod) -> None:
     mod.flex_attention, mod.create_block_mask = flex_attention, create_block_mask
 
 
-def install() -> None:
+def install(module=None) -> None:
     """Registers the tpu kernels with the FlexAttention HOPs and widens its device check
     (idempotent; runs when torch.nn.attention.flex_attention is first imported)."""
     global _installed

@@ -14,21 +14,15 @@ Needs `make titan`.
 import argparse
 import os
 import re
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 
+from torch_tpu import titan
 from torch_tpu.bench._report import Row
 
 _STEP = re.compile(r"step:\s*(\d+)\s+loss:\s*([0-9.]+).*?tps:\s*([0-9,]+)\s+tflops:\s*([0-9.]+)")
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _run(work, name, device, ranks, args, threads=None, extra=()):
@@ -37,7 +31,7 @@ def _run(work, name, device, ranks, args, threads=None, extra=()):
         cmd = [sys.executable, "-m", "torch_tpu.titan", *base]
     else:
         cmd = [sys.executable, "-m", "torch_tpu.distributed.run", "--nproc-per-node", str(ranks), "--master-addr",
-               "127.0.0.1", "--master-port", str(_port()), "-m", "torch_tpu.titan", *base]
+               "127.0.0.1", "--master-port", str(titan.free_port()), "-m", "torch_tpu.titan", *base]
     env = dict(os.environ)
     if threads:
         env["OMP_NUM_THREADS"] = str(threads)
@@ -62,8 +56,6 @@ def main(argv=None):
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--ranks", default="1,2")
     a = p.parse_args(argv)
-    from torch_tpu import titan
-
     work = tempfile.mkdtemp(prefix="bench_titan_")
     titan.make_assets(work)
     rows = []
